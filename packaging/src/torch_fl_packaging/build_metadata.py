@@ -42,15 +42,15 @@ def _platform() -> str:
 
 
 def _recipe_local_version(platform: str) -> str:
-    import tomllib
+    # The recipe loader is standard-library only, so it is safe inside the backend.
+    from torch_fl_packaging.errors import RecipeError
+    from torch_fl_packaging.recipe import load_recipe
 
-    path = _REPO_ROOT / "bundlers" / f"{platform}.toml"
-    if not path.is_file():
-        raise RuntimeError(f"unknown platform {platform!r}: no recipe {path.name} in bundlers/")
-    with path.open("rb") as f:
-        recipe = tomllib.load(f)
-    local = recipe.get("wheel", {}).get("local_version")
-    if not isinstance(local, str) or "{" in local:
+    try:
+        local = load_recipe(platform, _REPO_ROOT / "bundlers").wheel.local_version
+    except RecipeError as exc:
+        raise RuntimeError(exc.line()) from None
+    if "{" in local:
         raise RuntimeError(
             f"platform {platform!r} needs its SDK version for the wheel version; "
             "build it with torch-fl-build, which resolves it"
@@ -70,7 +70,13 @@ def _dependencies() -> list[str]:
         if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
             raise RuntimeError("FLAGOS_WHEEL_REQUIREMENTS must be a JSON list of requirement strings")
         return reqs
-    major, minor = _torch_version().release[:2]
+    from torch_fl_packaging.recipe import load_recipe
+
+    torch_version = _torch_version()
+    if load_recipe(_platform(), _REPO_ROOT / "bundlers").exact_torch:
+        # Bundled libtorch pieces are only valid against the torch they came from.
+        return [f"torch=={torch_version.base_version}"]
+    major, minor = torch_version.release[:2]
     return [f"torch>={major}.{minor},<{major}.{minor + 1}"]
 
 
