@@ -1,0 +1,3 @@
+from torch_fl_publish.cli import main
+
+raise SystemExit(main())
