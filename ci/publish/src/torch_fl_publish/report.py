@@ -60,10 +60,14 @@ def write_json(result: Result, out: TextIO) -> None:
 
 
 def write_table(result: Result, out: TextIO) -> None:
-    console = Console(file=out, highlight=False, soft_wrap=False, width=max(120, Console(file=out).width))
+    # Piped output (CI logs) is not a terminal: make it wide enough that wheel names stay whole.
+    probe = Console(file=out)
+    console = Console(file=out, highlight=False, width=probe.width if probe.is_terminal else 220)
     table = Table(title=f"torch-fl-publish: lane {result.lane} -> {result.repository_url}", title_justify="left")
-    for column in ("wheel", "size", "sha256", "status", "tries", "detail"):
-        table.add_column(column, overflow="fold")
+    table.add_column("wheel", no_wrap=True)
+    for column in ("size", "sha256", "status", "tries"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("detail", overflow="fold")
     for o in result.outcomes:
         status = o.status.value + (" ✓" if o.verified else "")
         table.add_row(

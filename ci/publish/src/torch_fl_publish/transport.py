@@ -25,6 +25,7 @@ USER_AGENT = f"torch-fl-publish/{__version__}"
 _CHUNK = 256 << 10
 _MAX_BODY = 64 << 20  # a simple page or an error message; never a whole wheel in memory
 _MAX_REDIRECTS = 5
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class TransportError(Exception):
@@ -72,7 +73,7 @@ def _connect(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]
     host = parts.hostname or ""
     port = parts.port
     proxy = None
-    if not urllib.request.proxy_bypass(host):
+    if host not in _LOOPBACK and not urllib.request.proxy_bypass(host):
         proxy = urllib.request.getproxies().get(parts.scheme)
     connection: http.client.HTTPConnection
     if parts.scheme == "https":
