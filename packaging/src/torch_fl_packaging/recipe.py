@@ -178,7 +178,6 @@ class Recipe:
     )
     repair: RepairSpec = _doc("auditwheel exclusions.", factory=RepairSpec)
     vendor_torch: VendorTorchSpec = _doc("Vendor/CUDA torch source.", factory=VendorTorchSpec)
-    companions: str = _doc("Section of manifests/companions.toml holding the pins.", "default")
 
     # -- derived facts --------------------------------------------------------
     @property

@@ -1,0 +1,92 @@
+"""scikit-build-core dynamic-metadata provider for the torch_fl wheel.
+
+The wheel's version is the version of the torch it is built against plus a local
+segment naming the platform (``2.13.0+host``); its torch requirement is the minor
+line for most bundle kinds and exact where libtorch pieces are bundled.  The
+release pipeline (``torch-fl-build``'s configure stage) resolves both and hands
+them over in ``FLAGOS_WHEEL_LOCAL_VERSION`` / ``FLAGOS_WHEEL_REQUIREMENTS``; a
+plain ``pip install --no-build-isolation .`` falls back to the platform recipe's
+``[wheel] local_version`` and the torch minor line.
+
+This module runs inside the PEP 517 backend, so it uses the standard library only
+and never imports torch (reading torch's distribution metadata is enough).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+__all__ = ["dynamic_metadata", "get_requires_for_dynamic_metadata"]
+
+_REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _torch_version() -> Version:
+    try:
+        return Version(version("torch"))
+    except PackageNotFoundError:
+        raise RuntimeError(
+            "torch is not installed in the build environment; install it first "
+            "(pip install torch==2.13.0) and build with --no-build-isolation"
+        ) from None
+
+
+def _platform() -> str:
+    return os.environ.get("FLAGOS_PLATFORM", "host")
+
+
+def _recipe_local_version(platform: str) -> str:
+    # The recipe loader is standard-library only, so it is safe inside the backend.
+    from torch_fl_packaging.errors import RecipeError
+    from torch_fl_packaging.recipe import load_recipe
+
+    try:
+        local = load_recipe(platform, _REPO_ROOT / "bundlers").wheel.local_version
+    except RecipeError as exc:
+        raise RuntimeError(exc.line()) from None
+    if "{" in local:
+        raise RuntimeError(
+            f"platform {platform!r} needs its SDK version for the wheel version; "
+            "build it with torch-fl-build, which resolves it"
+        )
+    return local
+
+
+def _version() -> str:
+    local = os.environ.get("FLAGOS_WHEEL_LOCAL_VERSION") or _recipe_local_version(_platform())
+    return f"{_torch_version().base_version}+{local}"
+
+
+def _dependencies() -> list[str]:
+    given = os.environ.get("FLAGOS_WHEEL_REQUIREMENTS")
+    if given:
+        reqs = json.loads(given)
+        if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
+            raise RuntimeError("FLAGOS_WHEEL_REQUIREMENTS must be a JSON list of requirement strings")
+        return reqs
+    from torch_fl_packaging.recipe import load_recipe
+
+    torch_version = _torch_version()
+    if load_recipe(_platform(), _REPO_ROOT / "bundlers").exact_torch:
+        # Bundled libtorch pieces are only valid against the torch they came from.
+        return [f"torch=={torch_version.base_version}"]
+    major, minor = torch_version.release[:2]
+    return [f"torch>={major}.{minor},<{major}.{minor + 1}"]
+
+
+def dynamic_metadata(field: str, settings: dict[str, Any] | None = None) -> Any:
+    if field == "version":
+        return _version()
+    if field == "dependencies":
+        return _dependencies()
+    raise RuntimeError(f"torch_fl_packaging.build_metadata cannot provide {field!r}")
+
+
+def get_requires_for_dynamic_metadata(settings: dict[str, Any] | None = None) -> list[str]:
+    return []

@@ -1,0 +1,184 @@
+"""Stage 3, bundle: unpack the built wheel, copy in the recipe's libraries, set RPATHs.
+
+Files are streamed (zip member -> file, 1 MiB at a time), never loaded whole: the
+cuda-assets payload is over half a gigabyte.  Every ELF edit goes through one
+``ElfPatcher`` so each file is rewritten by patchelf exactly once.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import shutil
+import stat
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .build import BuiltWheel
+from .configure import Config
+from .elf_patch import ElfPatcher
+from .elf_read import is_elf, read_elf
+from .errors import BundleError
+
+__all__ = ["Staged", "Origin", "bundle", "unpack_wheel", "SOURCE_LIB_DIR"]
+
+_CHUNK = 1 << 20
+#: Where torch's libraries sit in a torch wheel and below site-packages.
+SOURCE_LIB_DIR = "torch/lib"
+
+
+@dataclass(frozen=True)
+class Origin:
+    origin: str  # built | bundled | grafted
+    source: str | None = None
+
+
+@dataclass
+class Staged:
+    """The unpacked wheel being assembled, and where each ELF file came from."""
+
+    root: Path
+    dist_info: str
+    origins: dict[str, Origin] = field(default_factory=dict)
+    bundled: list[str] = field(default_factory=list)
+    plugin: list[str] = field(default_factory=list)
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+
+def _safe_member(name: str) -> str:
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts or "\\" in name or not name:
+        raise BundleError("unsafe member in the built wheel", name, "rebuild the wheel")
+    return str(p)
+
+
+def unpack_wheel(wheel: Path, dest: Path) -> str:
+    """Extract ``wheel`` into ``dest`` (streaming); returns the .dist-info dir name."""
+    dist_infos: set[str] = set()
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            rel = _safe_member(info.filename)
+            top = rel.split("/", 1)[0]
+            if top.endswith(".dist-info"):
+                dist_infos.add(top)
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, target.open("wb") as dst:
+                shutil.copyfileobj(src, dst, _CHUNK)
+            mode = (info.external_attr >> 16) & 0o777
+            os.chmod(target, 0o755 if mode & 0o111 else 0o644)
+    if len(dist_infos) != 1:
+        raise BundleError("the built wheel must have exactly one .dist-info", sorted(dist_infos), "rebuild it")
+    return dist_infos.pop()
+
+
+def _rewrite_origin_entry(entry: str, src_dir: str, dst_dir: str) -> str:
+    """Re-express a source library's ``$ORIGIN`` entry from its new directory."""
+    for token in ("$ORIGIN", "${ORIGIN}"):
+        if entry.startswith(token):
+            target = posixpath.normpath(posixpath.join(src_dir, entry[len(token):].lstrip("/")))
+            rel = posixpath.relpath(target, dst_dir)
+            return "$ORIGIN" if rel == "." else f"$ORIGIN/{rel}"
+    return entry
+
+
+def _copy_from_vendor(config: Config, name: str, dest: Path) -> str | None:
+    """Stream one library out of the vendor torch; returns its source, None if absent."""
+    vendor = config.vendor
+    assert vendor is not None
+    if vendor.is_wheel:
+        with zipfile.ZipFile(vendor.path) as zf:
+            member = f"{SOURCE_LIB_DIR}/{name}"
+            try:
+                info = zf.getinfo(member)
+            except KeyError:
+                return None
+            with zf.open(info) as src, dest.open("wb") as dst:
+                shutil.copyfileobj(src, dst, _CHUNK)
+        os.chmod(dest, 0o755)
+        return f"{vendor.path.name}:{member}"
+    src_path = vendor.path / name
+    if not src_path.is_file():
+        return None
+    with src_path.open("rb") as src, dest.open("wb") as dst:
+        shutil.copyfileobj(src, dst, _CHUNK)
+    os.chmod(dest, 0o755)
+    return f"{vendor.source}:{name}"
+
+
+def _library_rpath(config: Config, lib: Path, directory: str) -> list[str]:
+    spec = config.recipe.bundle
+    entries = list(spec.rpath)
+    if spec.keep_source_rpath:
+        info = read_elf(lib)
+        for entry in (*info.rpath, *info.runpath):
+            if any(fnmatch.fnmatch(entry, pat) for pat in spec.keep_source_rpath):
+                entries.append(_rewrite_origin_entry(entry, SOURCE_LIB_DIR, directory))
+    return list(dict.fromkeys(entries))
+
+
+def bundle(config: Config, built: BuiltWheel, stage_root: Path, patcher: ElfPatcher,
+           progress: Callable[[str], None] = lambda s: None) -> Staged:
+    stage_root.mkdir(parents=True, exist_ok=True)
+    progress(f"unpacking {built.path.name}")
+    staged = Staged(stage_root, unpack_wheel(built.path, stage_root))
+    for path in sorted(p for p in stage_root.rglob("*") if p.is_file()):
+        rel = path.relative_to(stage_root).as_posix()
+        if is_elf(path):
+            staged.origins[rel] = Origin("built")
+            if rel.startswith("torch_fl/") and "/" not in rel[len("torch_fl/"):] and rel.endswith(".so"):
+                staged.plugin.append(rel)
+    if not staged.plugin:
+        raise BundleError("the built wheel has no plugin extension", "torch_fl/_C*.so",
+                          "check the CMake install rules")
+
+    recipe = config.recipe
+    spec = recipe.bundle
+    if spec.directory:
+        target_dir = stage_root / spec.directory
+        target_dir.mkdir(parents=True, exist_ok=True)
+        wanted = [(n, True) for n in spec.libraries] + [(n, False) for n in spec.optional_libraries]
+        for name, required in wanted:
+            rel = f"{spec.directory}/{name}"
+            dest = stage_root / rel
+            if spec.source == "build":
+                if not dest.is_file():
+                    if required:
+                        raise BundleError("the built wheel lacks a library the recipe bundles", rel,
+                                          "check the CMake install rules for the runtime library")
+                    continue
+                source = None
+            else:
+                progress(f"bundling {name}")
+                source = _copy_from_vendor(config, name, dest)
+                if source is None:
+                    if required:
+                        where = config.vendor.source if config.vendor else "?"
+                        raise BundleError("the vendor torch lacks a library the recipe bundles",
+                                          f"{name} in {where}", "pass the right --vendor-torch")
+                    continue
+                staged.origins[rel] = Origin("bundled", source)
+            if not is_elf(dest):
+                raise BundleError("a bundled library is not an ELF file", rel, "check the source")
+            staged.bundled.append(rel)
+            patcher.set_rpath(dest, _library_rpath(config, dest, spec.directory))
+
+    if spec.plugin_rpath:
+        for rel in staged.plugin:
+            current = read_elf(stage_root / rel)
+            existing = current.runpath or current.rpath
+            patcher.set_rpath(stage_root / rel, [*spec.plugin_rpath, *existing])
+
+    progress("setting RPATHs")
+    patcher.apply(on_file=lambda p: progress(f"patched {p.name}"))
+    for rel in staged.bundled:
+        mode = os.stat(stage_root / rel).st_mode
+        os.chmod(stage_root / rel, stat.S_IMODE(mode) | 0o755)
+    return staged

@@ -1,0 +1,355 @@
+"""Platform recipes: ``bundlers/<platform>.toml`` loaded into frozen dataclasses.
+
+The recipes are the single source of platform facts.  This module reads them with
+the standard library only (``tomllib``; ``tomli`` on Python 3.10) because the
+PEP 517 metadata provider (``build_metadata``) imports it inside the build
+backend.  Every field has a docstring in ``field(metadata=...)``; unknown keys are
+errors with a "did you mean".
+
+String values may use ``{prefix}``, which expands to the SDK's default prefix
+(``[sdk] prefix``) at load time.  ``[wheel] local_version`` may use
+``{sdk_version}`` and ``{cuda_version}``, which the configure stage fills.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from .errors import RecipeError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on the 3.10 runners only
+    import tomli as tomllib
+
+__all__ = [
+    "BUNDLE_KINDS",
+    "BundleSpec",
+    "CiSpec",
+    "Recipe",
+    "RepairSpec",
+    "RuntimeDirectory",
+    "SdkSpec",
+    "VendorTorchSpec",
+    "WheelSpec",
+    "available_platforms",
+    "load_recipe",
+    "load_recipe_file",
+]
+
+#: The closed set of bundle kinds (design.md, "Bundle kinds").
+BUNDLE_KINDS = ("in-wheel-runtime", "cuda-assets", "forked-libtorch", "native-sdk", "none")
+#: Where a kind's bundled libraries come from.
+LIBRARY_SOURCES = ("build", "vendor-torch", "cuda-torch")
+
+_PLATFORM_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LOCAL_RE = re.compile(r"^[a-z0-9]+([._][a-z0-9]+)*$")
+
+
+def _doc(text: str, default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING) -> Any:
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata={"doc": text})
+    return field(default=default, metadata={"doc": text})
+
+
+@dataclass(frozen=True)
+class WheelSpec:
+    """How the platform's wheel is named and where it is published."""
+
+    local_version: str = _doc(
+        "Local version segment: '2.13.0+<local_version>'. May use {sdk_version}, {cuda_version}."
+    )
+    python: str = _doc("The Python version (X.Y) the platform's release runner builds with.")
+    index_lane: str = _doc("The package-index lane the wheel is published to.")
+
+
+@dataclass(frozen=True)
+class CiSpec:
+    """The release runner of the platform."""
+
+    runner: str = _doc("CI runner label of the machine that builds and proves the wheel.")
+
+
+@dataclass(frozen=True)
+class SdkSpec:
+    """The vendor SDK: where it lives and how its version is read."""
+
+    name: str = _doc("SDK name as recorded in compatibility.json (maca, cann, dtk, cuda, ...).")
+    env: str | None = _doc("Environment variable that overrides the SDK prefix.", None)
+    prefix: str | None = _doc("Default SDK prefix, on the build machine and the target.", None)
+    version_file: str | None = _doc(
+        "Path, relative to the SDK root, of a file stating the SDK version.", None
+    )
+    version_pattern: str | None = _doc(
+        "Regular expression with one group capturing the version in version_file; "
+        "absent: the file's first non-empty line.",
+        None,
+    )
+
+
+@dataclass(frozen=True)
+class BundleSpec:
+    """What the bundle stage puts into the wheel, from where, with which RPATH."""
+
+    directory: str | None = _doc(
+        "Wheel-relative directory of the bundled libraries; none for native-sdk/none.", None
+    )
+    source: str | None = _doc(
+        "Where the libraries come from: build (the built wheel), vendor-torch "
+        "(--vendor-torch), cuda-torch (the CUDA torch wheel of the installed version).",
+        None,
+    )
+    libraries: tuple[str, ...] = _doc("File names of the libraries to bundle.", factory=tuple)
+    optional_libraries: tuple[str, ...] = _doc(
+        "Libraries bundled when the source has them, skipped otherwise.", factory=tuple
+    )
+    rpath: tuple[str, ...] = _doc("RPATH every bundled library gets, in order.", factory=tuple)
+    keep_source_rpath: tuple[str, ...] = _doc(
+        "Glob patterns of the source libraries' own RPATH entries to keep (rewritten "
+        "relative to the new location), appended after rpath.",
+        factory=tuple,
+    )
+    plugin_rpath: tuple[str, ...] = _doc(
+        "Entries put in front of the plugin's own RPATH (the SDK library directories).",
+        factory=tuple,
+    )
+
+
+@dataclass(frozen=True)
+class RuntimeDirectory:
+    """A directory the target must provide, and the libraries it must hold."""
+
+    path: str = _doc("Absolute directory on the target, e.g. /opt/maca/lib.")
+    env: str | None = _doc("Environment variable whose value replaces the SDK prefix.", None)
+    libraries: tuple[str, ...] = _doc("SONAMEs that must be found in the directory.", factory=tuple)
+
+
+@dataclass(frozen=True)
+class RepairSpec:
+    """What auditwheel repair must leave alone beyond the generated exclusions."""
+
+    exclude: tuple[str, ...] = _doc(
+        "SONAME globs never grafted (vendor driver, pip-provided runtimes).", factory=tuple
+    )
+
+
+@dataclass(frozen=True)
+class VendorTorchSpec:
+    """Where a vendor or CUDA torch comes from when --vendor-torch is not given."""
+
+    default: str | None = _doc(
+        "build-env: the build environment's own torch/lib (stand-ins only); "
+        "download: the torch wheel of the installed version from index.",
+        None,
+    )
+    index: str | None = _doc("Package index the torch wheel is downloaded from.", None)
+    index_env: str | None = _doc("Environment variable that overrides index.", None)
+    local_suffix: str | None = _doc(
+        "Local segment the vendor torch version must carry, e.g. cu130 (optional).", None
+    )
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One platform: its bundle kind and every fact the pipeline needs about it."""
+
+    platform: str = _doc("The platform name; equals the recipe's file name.")
+    kind: str = _doc("Bundle kind: " + ", ".join(BUNDLE_KINDS) + ".")
+    summary: str = _doc("One line saying what the platform is.")
+    wheel: WheelSpec = _doc("Wheel naming and publishing.")
+    ci: CiSpec = _doc("Release runner.")
+    stand_in: bool = _doc("A test stand-in that is never released (host-forked).", False)
+    sdk: SdkSpec | None = _doc("The vendor SDK; none for host.", None)
+    bundle: BundleSpec = _doc("What is bundled.", factory=BundleSpec)
+    runtime: tuple[RuntimeDirectory, ...] = _doc(
+        "Target-side runtime directories ([[runtime]] tables).", factory=tuple
+    )
+    runtime_prefixes: tuple[str, ...] = _doc(
+        "Absolute prefixes an RPATH entry may name; default: the SDK prefix.", factory=tuple
+    )
+    repair: RepairSpec = _doc("auditwheel exclusions.", factory=RepairSpec)
+    vendor_torch: VendorTorchSpec = _doc("Vendor/CUDA torch source.", factory=VendorTorchSpec)
+
+    # -- derived facts --------------------------------------------------------
+    @property
+    def exact_torch(self) -> bool:
+        """Whether the wheel pins torch exactly (it bundles libtorch pieces)."""
+        return self.kind in ("cuda-assets", "forked-libtorch")
+
+    @property
+    def bundles_libraries(self) -> bool:
+        return bool(self.bundle.libraries or self.bundle.optional_libraries)
+
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        if self.runtime_prefixes:
+            return self.runtime_prefixes
+        return (self.sdk.prefix,) if self.sdk and self.sdk.prefix else ()
+
+    def fields_doc(self) -> dict[str, str]:
+        return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(self)}
+
+
+# -- loading ------------------------------------------------------------------
+
+def _did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+def _expand(value: str, subst: dict[str, str]) -> str:
+    for key, repl in subst.items():
+        value = value.replace("{" + key + "}", repl)
+    return value
+
+
+def _convert(tp: Any, value: Any, where: str, subst: dict[str, str]) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _convert(args[0], value, where, subst)
+    if origin is tuple:
+        (item_tp, _) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise RecipeError(f"{where} must be a list", type(value).__name__, "write it as [...]")
+        return tuple(_convert(item_tp, v, f"{where}[{i}]", subst) for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise RecipeError(f"{where} must be a table", type(value).__name__, "write it as [section]")
+        return _build(tp, value, where, subst)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise RecipeError(f"{where} must be true or false", value, "use a TOML boolean")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise RecipeError(f"{where} must be a string", value, "quote it")
+        return _expand(value, subst)
+    raise AssertionError(tp)  # pragma: no cover - the model only uses the types above
+
+
+def _build(cls: Any, data: dict[str, Any], where: str, subst: dict[str, str]) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in names:
+            hint = _did_you_mean(key, names)
+            raise RecipeError(f"unknown key {where}.{key}".replace("(root).", ""), key, hint or
+                              "allowed: " + ", ".join(sorted(names)))
+        kwargs[key] = _convert(hints[key], value, f"{where}.{key}".lstrip("."), subst)
+    missing = [
+        n for n, f in names.items()
+        if n not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise RecipeError(f"{where or 'recipe'} is missing {missing[0]!r}", None,
+                          f"add {missing[0]} = ... ({names[missing[0]].metadata.get('doc', '')})")
+    return cls(**kwargs)
+
+
+def _validate(recipe: Recipe, path: Path) -> None:
+    def bad(problem: str, value: object, fix: str) -> RecipeError:
+        return RecipeError(f"{path.name}: {problem}", value, fix)
+
+    if recipe.platform != path.stem:
+        raise bad("platform differs from the file name", recipe.platform, f"set platform = {path.stem!r}")
+    if not _PLATFORM_RE.match(recipe.platform):
+        raise bad("platform is not a lowercase name", recipe.platform, "use [a-z0-9-]")
+    if recipe.kind not in BUNDLE_KINDS:
+        raise bad("unknown bundle kind", recipe.kind, _did_you_mean(recipe.kind, BUNDLE_KINDS)
+                  or "one of " + ", ".join(BUNDLE_KINDS))
+    local_probe = _expand(recipe.wheel.local_version, {"sdk_version": "1.0", "sdk_version_nodots": "10", "cuda_version": "1.0"})
+    if "{" in local_probe or not _LOCAL_RE.match(local_probe):
+        raise bad("wheel.local_version is not a valid local version template",
+                  recipe.wheel.local_version, "use lowercase letters, digits, dots and {sdk_version}")
+    if not re.match(r"^3\.\d+$", recipe.wheel.python):
+        raise bad("wheel.python must be X.Y", recipe.wheel.python, 'e.g. python = "3.11"')
+    b = recipe.bundle
+    if b.source is not None and b.source not in LIBRARY_SOURCES:
+        raise bad("unknown bundle.source", b.source,
+                  _did_you_mean(b.source, LIBRARY_SOURCES) or "one of " + ", ".join(LIBRARY_SOURCES))
+    wants_libs = recipe.kind in ("in-wheel-runtime", "cuda-assets", "forked-libtorch")
+    if wants_libs and not (b.libraries and b.directory and b.source):
+        raise bad(f"kind {recipe.kind} bundles libraries", recipe.kind,
+                  "set bundle.directory, bundle.source and bundle.libraries")
+    if not wants_libs and (recipe.bundles_libraries or b.directory):
+        raise bad(f"kind {recipe.kind} bundles nothing", b.libraries or b.directory,
+                  "remove bundle.libraries and bundle.directory")
+    expected_source = {"in-wheel-runtime": "build", "cuda-assets": "cuda-torch",
+                       "forked-libtorch": "vendor-torch"}.get(recipe.kind)
+    if expected_source and b.source != expected_source:
+        raise bad(f"kind {recipe.kind} takes its libraries from {expected_source}", b.source,
+                  f"set bundle.source = {expected_source!r}")
+    if b.directory and (b.directory.startswith("/") or ".." in b.directory.split("/")):
+        raise bad("bundle.directory must be wheel-relative", b.directory, "e.g. torch_fl/lib")
+    # The host-forked stand-in has no vendor driver, hence no prefix.
+    needs_prefix = recipe.kind == "native-sdk" or (recipe.kind == "forked-libtorch" and not recipe.stand_in)
+    if needs_prefix and not (recipe.sdk and recipe.sdk.prefix):
+        raise bad(f"kind {recipe.kind} needs an SDK prefix", recipe.kind, "add [sdk] prefix = ...")
+    if recipe.kind == "native-sdk" and not b.plugin_rpath:
+        raise bad("native-sdk names the SDK library directories in the plugin's RPATH", None,
+                  "set bundle.plugin_rpath")
+    for entry in (*b.rpath, *b.plugin_rpath):
+        if not (entry.startswith("$ORIGIN") or entry.startswith("/")):
+            raise bad("an RPATH entry must start with $ORIGIN or /", entry, "use $ORIGIN-relative paths")
+        if entry.startswith("/") and not any(entry == p or entry.startswith(p.rstrip("/") + "/")
+                                             for p in recipe.prefixes):
+            raise bad("absolute RPATH entry outside the platform's prefixes", entry,
+                      "add its prefix to runtime_prefixes or make it $ORIGIN-relative")
+    for rd in recipe.runtime:
+        if not rd.path.startswith("/"):
+            raise bad("runtime path must be absolute", rd.path, "e.g. {prefix}/lib")
+        if rd.env is not None and not _ENV_RE.match(rd.env):
+            raise bad("runtime env is not a variable name", rd.env, "e.g. MACA_PATH")
+    if recipe.sdk and recipe.sdk.version_pattern:
+        try:
+            if re.compile(recipe.sdk.version_pattern).groups != 1:
+                raise bad("sdk.version_pattern needs exactly one group", recipe.sdk.version_pattern,
+                          "wrap the version in ( )")
+        except re.error as exc:
+            raise bad("sdk.version_pattern is not a regular expression", exc, "fix the pattern") from None
+    if recipe.vendor_torch.default not in (None, "build-env", "download"):
+        raise bad("unknown vendor_torch.default", recipe.vendor_torch.default, "build-env or download")
+
+
+def load_recipe_file(path: Path) -> Recipe:
+    """Load and validate one recipe file."""
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise RecipeError("cannot read recipe", path, str(exc.strerror)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path.name} is not valid TOML", exc, "fix the syntax") from None
+    sdk = data.get("sdk") if isinstance(data.get("sdk"), dict) else {}
+    subst = {"prefix": str(sdk.get("prefix", "{prefix}")).rstrip("/")}
+    recipe: Recipe = _build(Recipe, data, "", subst)
+    _validate(recipe, path)
+    return recipe
+
+
+def available_platforms(bundlers_dir: Path) -> list[str]:
+    return sorted(p.stem for p in bundlers_dir.glob("*.toml"))
+
+
+def load_recipe(platform: str, bundlers_dir: Path) -> Recipe:
+    """Load ``bundlers/<platform>.toml``; an unknown platform names the closest one."""
+    path = bundlers_dir / f"{platform}.toml"
+    if not _PLATFORM_RE.match(platform) or not path.is_file():
+        known = available_platforms(bundlers_dir)
+        hint = _did_you_mean(platform, known)
+        raise RecipeError("unknown platform", platform,
+                          (hint + " " if hint else "") + "known: " + ", ".join(known))
+    return load_recipe_file(path)

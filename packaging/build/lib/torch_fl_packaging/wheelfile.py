@@ -1,0 +1,185 @@
+"""Writing the final wheel: streamed, reproducible, compressed in parallel.
+
+Why not ``zipfile``: it compresses one member at a time on one core, and the
+cuda-assets payload is dominated by one library of several hundred megabytes.
+Here each file is cut into fixed 4 MiB chunks that worker threads deflate
+independently (zlib releases the GIL); each chunk is primed with the previous
+32 KiB as its dictionary and ends with a sync flush, so the concatenation is one
+valid deflate stream (the technique of pigz).  Chunk boundaries are fixed, so
+the output depends only on the input bytes and ``SOURCE_DATE_EPOCH``: two runs
+give byte-identical wheels.  Memory stays bounded by the chunks in flight.
+
+The local header is written first with zero sizes and patched in place once the
+member is done (the output is a regular, seekable file).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import struct
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import WheelWriteError
+
+__all__ = ["CHUNK", "record_line", "write_wheel"]
+
+CHUNK = 4 << 20
+_WINDOW = 32 << 10
+_LIMIT32 = 0xFFFFFFFF
+
+
+@dataclass
+class _Entry:
+    name: bytes
+    offset: int
+    crc: int
+    csize: int
+    usize: int
+    method: int
+    dostime: int
+    dosdate: int
+    mode: int
+
+
+def _dos_datetime(epoch: int) -> tuple[int, int]:
+    t = time.gmtime(max(epoch, 315532800))
+    dosdate = ((t.tm_year - 1980) << 9) | (t.tm_mon << 5) | t.tm_mday
+    dostime = (t.tm_hour << 11) | (t.tm_min << 5) | (t.tm_sec // 2)
+    return dostime, dosdate
+
+
+def _deflate(data: bytes, dictionary: bytes | None, level: int, last: bool) -> bytes:
+    if dictionary:
+        c = zlib.compressobj(level, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, dictionary)
+    else:
+        c = zlib.compressobj(level, zlib.DEFLATED, -15, 9)
+    return c.compress(data) + c.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+def record_line(name: str, digest: bytes, size: int) -> str:
+    b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    return f"{name},sha256={b64},{size}"
+
+
+def _order(names: Iterable[str], dist_info: str) -> list[str]:
+    """Package files first, .dist-info last, RECORD at the very end (PEP 427)."""
+    record = f"{dist_info}/RECORD"
+    rest = sorted(n for n in names if n != record)
+    return [n for n in rest if not n.startswith(dist_info + "/")] + \
+           [n for n in rest if n.startswith(dist_info + "/")]
+
+
+class _Writer:
+    def __init__(self, out, level: int, epoch: int, pool: ThreadPoolExecutor, inflight: int) -> None:
+        self.out = out
+        self.level = level
+        self.dostime, self.dosdate = _dos_datetime(epoch)
+        self.pool = pool
+        self.inflight = inflight
+        self.entries: list[_Entry] = []
+
+    def _local_header(self, name: bytes, method: int) -> int:
+        offset = self.out.tell()
+        self.out.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0x0800, method,
+                                   self.dostime, self.dosdate, 0, 0, 0, len(name), 0))
+        self.out.write(name)
+        return offset
+
+    def add(self, name: str, chunks: Iterable[bytes], mode: int) -> tuple[bytes, int]:
+        """Write one member from its chunks; returns (sha256 digest, size)."""
+        bname = name.encode()
+        method = 8 if self.level > 0 else 0
+        offset = self._local_header(bname, method)
+        start = self.out.tell()
+        crc = 0
+        usize = 0
+        sha = hashlib.sha256()
+        pending: deque[Future[bytes]] = deque()
+        prev_tail = b""
+        it = iter(chunks)
+        chunk = next(it, b"")
+        while True:
+            nxt = next(it, None)
+            last = nxt is None
+            crc = zlib.crc32(chunk, crc)
+            sha.update(chunk)
+            usize += len(chunk)
+            if method == 8:
+                pending.append(self.pool.submit(_deflate, chunk, prev_tail, self.level, last))
+                prev_tail = chunk[-_WINDOW:]
+                while len(pending) > self.inflight:
+                    self.out.write(pending.popleft().result())
+            else:
+                self.out.write(chunk)
+            if last:
+                break
+            chunk = nxt
+        while pending:
+            self.out.write(pending.popleft().result())
+        end = self.out.tell()
+        csize = end - start
+        if usize > _LIMIT32 or csize > _LIMIT32 or offset > _LIMIT32:
+            raise WheelWriteError("a wheel member or the wheel is larger than 4 GiB", name,
+                                  "split the payload; ZIP64 output is not implemented")
+        self.out.seek(offset + 14)
+        self.out.write(struct.pack("<III", crc, csize, usize))
+        self.out.seek(end)
+        self.entries.append(_Entry(bname, offset, crc, csize, usize, method, self.dostime,
+                                   self.dosdate, mode))
+        return sha.digest(), usize
+
+    def finish(self) -> None:
+        cd_start = self.out.tell()
+        for e in self.entries:
+            attr = (0o100000 | e.mode) << 16
+            self.out.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, (3 << 8) | 20, 20, 0x0800,
+                                       e.method, e.dostime, e.dosdate, e.crc, e.csize, e.usize,
+                                       len(e.name), 0, 0, 0, 0, attr, e.offset))
+            self.out.write(e.name)
+        cd_size = self.out.tell() - cd_start
+        if len(self.entries) > 0xFFFF or cd_start > _LIMIT32:
+            raise WheelWriteError("too many members for a ZIP without ZIP64", len(self.entries), "")
+        self.out.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(self.entries), len(self.entries),
+                                   cd_size, cd_start, 0))
+
+
+def _file_chunks(path: Path) -> Iterable[bytes]:
+    with path.open("rb") as f:
+        while True:
+            data = f.read(CHUNK)
+            if not data:
+                return
+            yield data
+
+
+def write_wheel(root: Path, dist_info: str, dest: Path, *, level: int = 6, epoch: int = 315532800,
+                workers: int | None = None,
+                progress: Callable[[str, int], None] = lambda name, n: None) -> None:
+    """Write the tree at ``root`` as a wheel at ``dest``, regenerating RECORD."""
+    names = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink()]
+    for n in names:
+        if (root / n).is_symlink():
+            raise WheelWriteError("a symlink cannot go into a wheel", n, "copy the file instead")
+    workers = workers or max(1, os.cpu_count() or 1)
+    record_name = f"{dist_info}/RECORD"
+    lines: list[str] = []
+    with ThreadPoolExecutor(max_workers=workers) as pool, dest.open("wb") as out:
+        w = _Writer(out, level, epoch, pool, inflight=2 * workers)
+        for name in _order(names, dist_info):
+            path = root / name
+            mode = 0o755 if os.stat(path).st_mode & 0o111 else 0o644
+            digest, size = w.add(name, _file_chunks(path), mode)
+            lines.append(record_line(name, digest, size))
+            progress(name, size)
+        lines.append(f"{record_name},,")
+        record = ("\n".join(lines) + "\n").encode()
+        w.add(record_name, [record], 0o644)
+        w.finish()
