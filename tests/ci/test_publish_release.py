@@ -1,0 +1,101 @@
+"""Release mode (--tag): version and preflight gate, before anything is uploaded."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import publish_env, run_publish
+from publish_support import PyPIServer, make_wheel
+
+FAKE_PREFLIGHT = """\
+#!{python}
+# Stands in for torch-fl-preflight's command-line contract: --release --wheel W --json,
+# exit 0 when the wheel passes, 1 with the failed checks in the JSON otherwise.
+import json, sys
+wheel = sys.argv[sys.argv.index("--wheel") + 1]
+bad = "bad" in wheel
+print(json.dumps({{"version": 1, "checks": [{{"id": "manifest.sdk_version", "status": "fail" if bad else "pass"}}]}}))
+sys.exit(1 if bad else 0)
+"""
+
+
+def path_with_fake_preflight(tmp_path: Path) -> str:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "torch-fl-preflight"
+    script.write_text(FAKE_PREFLIGHT.format(python=sys.executable))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def path_without_preflight(tmp_path: Path) -> str:
+    """PATH minus every directory holding a torch-fl-preflight."""
+    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "torch-fl-preflight").exists()]
+    return os.pathsep.join(keep)
+
+
+def test_release_uploads_when_version_and_preflight_pass(pypi: PyPIServer, tmp_path: Path) -> None:
+    wheels = [make_wheel(tmp_path / "d", version="2.13.0+host"), make_wheel(tmp_path / "d", version="2.13.0+cuda13.0")]
+    env = publish_env(pypi, PATH=path_with_fake_preflight(tmp_path))
+    done = run_publish(["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", *map(str, wheels)], env)
+    assert done.returncode == 0, done.stderr
+    assert done.json["tag"] == "v2.13.0"
+    assert sorted(p.name for p in pypi.packages.iterdir()) == sorted(w.name for w in wheels)
+
+
+def test_release_refuses_other_version_and_uploads_nothing(pypi: PyPIServer, tmp_path: Path) -> None:
+    good = make_wheel(tmp_path / "d", version="2.13.0+host")
+    other = make_wheel(tmp_path / "d", version="2.12.1+host")
+    env = publish_env(pypi, PATH=path_with_fake_preflight(tmp_path))
+    done = run_publish(["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", str(good), str(other)], env)
+    assert done.returncode == 1
+    files = {f["filename"]: f for f in done.json["files"]}
+    assert files[other.name]["status"] == "refused" and "differs from tag v2.13.0" in files[other.name]["detail"]
+    assert files[good.name]["status"] == "refused" and "another wheel" in files[good.name]["detail"]
+    assert sorted(done.json["not_published"]) == sorted([good.name, other.name])
+    assert list(pypi.packages.iterdir()) == []
+
+
+def test_release_refuses_a_wheel_that_fails_preflight(pypi: PyPIServer, tmp_path: Path) -> None:
+    bad = make_wheel(tmp_path / "bad", version="2.13.0+host")
+    env = publish_env(pypi, PATH=path_with_fake_preflight(tmp_path))
+    done = run_publish(["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", str(bad)], env)
+    assert done.returncode == 1
+    (entry,) = done.json["files"]
+    assert entry["status"] == "refused" and entry["detail"] == "preflight --release failed: manifest.sdk_version"
+    assert list(pypi.packages.iterdir()) == []
+
+
+def test_release_without_preflight_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "d")
+    env = publish_env(None, PATH=path_without_preflight(tmp_path))
+    done = run_publish(["--lane", "host", "--repository-url", "http://127.0.0.1:9/", "--tag", "v2.13.0", str(wheel)], env)
+    assert done.returncode == 2
+    line = done.stderr.strip().splitlines()[-1]
+    assert "torch-fl-preflight" in line and "pip install" in line
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("tag", ["2.13.0", "v2.13.0+host", "vnext", "release-1"])
+def test_bad_tag_is_exit_2(tmp_path: Path, tag: str) -> None:
+    wheel = make_wheel(tmp_path / "d")
+    env = publish_env(None, PATH=path_with_fake_preflight(tmp_path))
+    done = run_publish(["--lane", "host", "--repository-url", "http://127.0.0.1:9/", "--tag", tag, str(wheel)], env)
+    assert done.returncode == 2
+    assert f"not a release tag ({tag})" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("torch-fl-preflight") is None, reason="torch-fl-preflight is not installed here")
+def test_real_preflight_refuses_a_wheel_without_manifest(pypi: PyPIServer, tmp_path: Path) -> None:
+    # The fixture wheel has no torch_fl/compatibility.json: a release must not accept it.
+    wheel = make_wheel(tmp_path / "d", version="2.13.0+host")
+    done = run_publish(["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", str(wheel)], publish_env(pypi))
+    assert done.returncode == 1, done.stderr
+    (entry,) = done.json["files"]
+    assert entry["status"] == "refused" and entry["detail"].startswith("preflight --release")
+    assert list(pypi.packages.iterdir()) == []
