@@ -1,0 +1,266 @@
+"""Real artifacts for the preflight tests: C libraries compiled with gcc, wheels written with zipfile
+and a correct RECORD, a synthetic torch installed into a throwaway virtual environment.
+
+Manifests are written with pyelftools (an independent ELF reader), so the tests do not check the
+preflight reader against itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+PY_TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+PLAT = "manylinux_2_28_x86_64"
+TORCH_VERSION = "2.13.0+cpu"
+TORCH_GIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def have_gcc() -> bool:
+    return shutil.which("gcc") is not None
+
+
+def cc(out: Path, source: str, *, soname: str | None = None, libs: list[str] = (),  # type: ignore[assignment]
+       libdirs: list[Path] = (), rpath: list[str] = (), runpath: bool = True,  # type: ignore[assignment]
+       version_script: str | None = None, extra: list[str] = ()) -> Path:  # type: ignore[assignment]
+    """Compile one C shared library."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_suffix(out.suffix + ".c")
+    src.write_text(source)
+    cmd = ["gcc", "-shared", "-fPIC", "-O0", "-o", str(out), str(src)]
+    if soname:
+        cmd.append(f"-Wl,-soname,{soname}")
+    for d in libdirs:
+        cmd.append(f"-L{d}")
+    for lib in libs:
+        cmd.append(f"-l:{lib}")
+    if rpath:
+        cmd.append("-Wl,-rpath," + ":".join(rpath))
+        cmd.append("-Wl,--enable-new-dtags" if runpath else "-Wl,--disable-new-dtags")
+    if version_script:
+        vs = out.with_suffix(".map")
+        vs.write_text(version_script)
+        cmd.append(f"-Wl,--version-script={vs}")
+    cmd += list(extra)
+    subprocess.run(cmd, check=True, capture_output=True)
+    return out
+
+
+@dataclass
+class Natives:
+    """Compiled libraries, by role."""
+
+    dir: Path
+    torch_lib: Path  # synthetic torch/lib: libc10.so, libtorch_cpu.so
+    torch_lib_new: Path  # the "next torch": libtorch_cpu.so without fl_torch_op_v1
+    plugin: Path  # the extension: needs libflagos_rt.so ($ORIGIN/lib), libtorch_cpu.so, libc10.so
+    runtime: Path  # libflagos_rt.so: needs libflagos_dep.so ($ORIGIN)
+    dep: Path  # libflagos_dep.so
+    needs_glibcxx99: Path  # references a symbol at GLIBCXX_9.9 of libstdc++.so.6
+    needs_missing_lib: Path  # DT_NEEDED libnot_on_this_host.so.1
+    undefined_sym: Path  # references a function nothing defines
+    abs_rpath: Path  # RUNPATH /opt/elsewhere/lib
+
+
+def build_natives(root: Path) -> Natives:
+    root.mkdir(parents=True, exist_ok=True)
+    tl = root / "torch" / "lib"
+    # Synthetic torch core: libc10 exports a std::__cxx11 name, as the new-ABI libc10 does.
+    cc(tl / "libc10.so", "int _ZN3c106detail5cxx11E(void){return 1;}\nint c10_version(void){return 213;}\n",
+       soname="libc10.so")
+    cc(tl / "libtorch_cpu.so", "extern int c10_version(void);\n"
+       "int fl_torch_op_v1(void){return c10_version();}\nint fl_torch_op_common(void){return 2;}\n",
+       soname="libtorch_cpu.so", libs=["libc10.so"], libdirs=[tl], rpath=["$ORIGIN"])
+    tl2 = root / "torch-next" / "lib"
+    cc(tl2 / "libc10.so", "int _ZN3c106detail5cxx11E(void){return 1;}\nint c10_version(void){return 214;}\n",
+       soname="libc10.so")
+    cc(tl2 / "libtorch_cpu.so", "int fl_torch_op_v2(void){return 3;}\nint fl_torch_op_common(void){return 2;}\n",
+       soname="libtorch_cpu.so", libs=["libc10.so"], libdirs=[tl2], rpath=["$ORIGIN"])
+
+    lib = root / "wheel" / "torch_fl" / "lib"
+    dep = cc(lib / "libflagos_dep.so", "int flagos_dep(void){return 7;}\n", soname="libflagos_dep.so")
+    rt = cc(lib / "libflagos_rt.so", "extern int flagos_dep(void);\nint flagos_rt_device_count(void)"
+            "{return flagos_dep();}\n", soname="libflagos_rt.so", libs=["libflagos_dep.so"], libdirs=[lib],
+            rpath=["$ORIGIN"])
+    plugin = cc(root / "wheel" / "torch_fl" / f"_C.{PY_TAG}-x86_64-linux-gnu.so",
+                "extern int flagos_rt_device_count(void);\nextern int fl_torch_op_v1(void);\n"
+                "extern void *PyLong_FromLong(long);\n"
+                "void *flagos_count(void){return PyLong_FromLong(flagos_rt_device_count()+fl_torch_op_v1());}\n",
+                libs=["libflagos_rt.so", "libtorch_cpu.so", "libc10.so"], libdirs=[lib, tl],
+                rpath=["$ORIGIN/lib", "$ORIGIN/../torch/lib"])
+
+    # A stand-in libstdc++.so.6 that defines GLIBCXX_9.9, only to link against; the host's real one lacks it.
+    stub = root / "stub"
+    cc(stub / "libstdc++.so.6", "int fl_future_cxx(void){return 1;}\n", soname="libstdc++.so.6",
+       version_script="GLIBCXX_9.9 { global: fl_future_cxx; local: *; };\n")
+    g99 = cc(root / "bad" / "libneeds_glibcxx99.so", "extern int fl_future_cxx(void);\n"
+             "int use_future(void){return fl_future_cxx();}\n", soname="libneeds_glibcxx99.so",
+             libs=["libstdc++.so.6"], libdirs=[stub])
+    cc(stub / "libnot_on_this_host.so.1", "int fl_absent(void){return 1;}\n", soname="libnot_on_this_host.so.1")
+    miss = cc(root / "bad" / "libneeds_missing.so", "extern int fl_absent(void);\nint f(void){return fl_absent();}\n",
+              soname="libneeds_missing.so", libs=["libnot_on_this_host.so.1"], libdirs=[stub])
+    undef = cc(root / "bad" / "libundefined.so", "extern int fl_defined_nowhere(void);\n"
+               "int g(void){return fl_defined_nowhere();}\n", soname="libundefined.so")
+    absr = cc(root / "bad" / "libabs_rpath.so", "int h(void){return 1;}\n", soname="libabs_rpath.so",
+              rpath=["/opt/elsewhere/lib"])
+    return Natives(root, tl, tl2, plugin, rt, dep, g99, miss, undef, absr)
+
+
+# --- ELF records, independently ----------------------------------------------------------------------
+
+def elf_record(data: bytes, path: str, origin: str = "built") -> dict[str, Any]:
+    elf = ELFFile(io.BytesIO(data))
+    soname, needed, rpath, runpath = None, [], [], []
+    for sec in elf.iter_sections():
+        if isinstance(sec, DynamicSection):
+            for tag in sec.iter_tags():
+                if tag.entry.d_tag == "DT_SONAME":
+                    soname = tag.soname
+                elif tag.entry.d_tag == "DT_NEEDED":
+                    needed.append(tag.needed)
+                elif tag.entry.d_tag == "DT_RPATH":
+                    rpath += [p for p in tag.rpath.split(":") if p]
+                elif tag.entry.d_tag == "DT_RUNPATH":
+                    runpath += [p for p in tag.runpath.split(":") if p]
+    return {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "soname": soname,
+            "needed": needed, "rpath": rpath, "runpath": runpath, "origin": origin}
+
+
+def manifest_for(files: dict[str, bytes], *, name: str = "torch_fl", version: str = "2.13.0+host",
+                 tags: list[str], filename: str, requirements: list[str], platform: str = "host",
+                 kind: str = "in-wheel-runtime", directory: str | None = "torch_fl/lib",
+                 torch_requirement: str = "torch>=2.13,<2.14", **extra: Any) -> dict[str, Any]:
+    elf = [elf_record(data, p) for p, data in sorted(files.items()) if data[:4] == b"\x7fELF"]
+    m: dict[str, Any] = {
+        "schema_version": 1, "platform": platform,
+        "wheel": {"name": name, "version": version, "tags": tags, "filename": filename},
+        "bundle": {"kind": kind, "directory": directory},
+        "torch": {"version": TORCH_VERSION, "git_version": TORCH_GIT, "cxx11_abi": True,
+                  "requirement": torch_requirement},
+        "sdk": {"name": "host"},
+        "requirements": requirements,
+        "floors": {"glibc": "2.17", "glibcxx": None},
+        "runtime": {"directories": []},
+        "elf": elf,
+    }
+    m.update(extra)
+    return m
+
+
+# --- wheels ---------------------------------------------------------------------------------------------
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+@dataclass
+class WheelSpec:
+    files: dict[str, bytes]
+    name: str = "torch_fl"
+    version: str = "2.13.0+host"
+    tag: str = f"{PY_TAG}-{PY_TAG}-{PLAT}"
+    requirements: list[str] = field(default_factory=lambda: ["torch>=2.13,<2.14"])
+    manifest_extra: dict[str, Any] = field(default_factory=dict)
+    manifest_override: dict[str, Any] | None = None
+    with_manifest: bool = True
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}-{self.version}-{self.tag}.whl"
+
+
+def write_wheel(out_dir: Path, spec: WheelSpec) -> Path:
+    files = dict(spec.files)
+    tags = [spec.tag]
+    if spec.with_manifest:
+        m = spec.manifest_override or manifest_for(files, name=spec.name, version=spec.version, tags=tags,
+                                                    filename=spec.filename, requirements=spec.requirements,
+                                                    **spec.manifest_extra)
+        files[f"{spec.name}/compatibility.json"] = json.dumps(m, indent=1).encode()
+    di = f"{spec.name}-{spec.version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {spec.name}\nVersion: {spec.version}\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in spec.requirements)
+    files[f"{di}/METADATA"] = meta.encode()
+    files[f"{di}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: preflight-tests\nRoot-Is-Purelib: false\n"
+                            f"Tag: {spec.tag}\n").encode()
+    record = "".join(f"{p},sha256={_b64(d)},{len(d)}\n" for p, d in files.items())
+    record += f"{di}/RECORD,,\n"
+    files[f"{di}/RECORD"] = record.encode()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / spec.filename
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for p, d in files.items():
+            info = zipfile.ZipInfo(p, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = (0o100755 if d[:4] == b"\x7fELF" else 0o100644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, d)
+    return path
+
+
+def host_wheel_files(n: Natives) -> dict[str, bytes]:
+    return {
+        "torch_fl/__init__.py": b"# torch_fl test wheel\n",
+        f"torch_fl/{n.plugin.name}": n.plugin.read_bytes(),
+        "torch_fl/lib/libflagos_rt.so": n.runtime.read_bytes(),
+        "torch_fl/lib/libflagos_dep.so": n.dep.read_bytes(),
+    }
+
+
+def rewrite_wheel(src: Path, dst: Path, edit: Any) -> Path:
+    """Copy a wheel member by member; `edit(name, data) -> data | None` changes or drops members.
+
+    RECORD is copied as it was, so edits show up as RECORD mismatches, the way tampering does.
+    """
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            data = edit(info.filename, zin.read(info.filename))
+            if data is not None:
+                zout.writestr(info, data)
+    return dst
+
+
+# --- a target environment with a synthetic torch -----------------------------------------------------------
+
+def make_target_env(root: Path, torch_lib: Path | None, torch_version: str = TORCH_VERSION,
+                    git: str = TORCH_GIT) -> Path:
+    """A venv (no pip) with a `torch` distribution whose torch/lib holds the given compiled libraries."""
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
+    py = root / "bin" / "python"
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig;print(sysconfig.get_paths()['platlib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    if torch_lib is not None:
+        pkg = site / "torch"
+        shutil.copytree(torch_lib, pkg / "lib")
+        (pkg / "__init__.py").write_text("raise ImportError('synthetic torch: never imported by preflight')\n")
+        (pkg / "version.py").write_text(f"__version__ = '{torch_version}'\ngit_version = '{git}'\ncuda = None\n")
+        di = site / f"torch-{torch_version}.dist-info"
+        di.mkdir()
+        (di / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {torch_version}\n")
+        (di / "RECORD").write_text("")
+        (di / "INSTALLER").write_text("tests\n")
+    return py
+
+
+def run_preflight(args: list[str], python: str | None = None, env: dict[str, str] | None = None,
+                  timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the command as a user would: a fresh process."""
+    exe = [python or sys.executable, "-m", "torch_fl_preflight"]
+    e = dict(os.environ)
+    e.pop("LD_LIBRARY_PATH", None)
+    if env:
+        e.update(env)
+    return subprocess.run([*exe, *args], capture_output=True, text=True, timeout=timeout, env=e, check=False)
