@@ -1,0 +1,201 @@
+#include "aten/Boxing.h"
+
+#include <cstdio>
+#include <mutex>
+#include <unordered_set>
+
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "aten/HostView.h"
+#include "aten/Routing.h"
+#include "runtime/DeviceRuntime.h"
+#include "runtime/FlagosGenerator.h"
+
+namespace torch_fl::aten {
+
+namespace {
+
+bool is_flagos(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
+
+bool is_optional_generator(const c10::Argument& argument) {
+  const auto& type = argument.real_type();
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  if (const auto* optional = type->castRaw<c10::OptionalType>()) {
+    return optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+  return false;
+}
+
+// The device an operator runs on: that of its first flagos tensor argument,
+// else of a flagos device argument, else the current device.
+c10::Device op_device(const torch::jit::Stack& stack, size_t first, size_t count) {
+  std::optional<c10::Device> from_device_arg;
+  for (size_t i = first; i < first + count; ++i) {
+    const auto& v = stack[i];
+    if (v.isTensor() && is_flagos(v.toTensor())) return v.toTensor().device();
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (is_flagos(t)) return t.device();
+      }
+    }
+    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1 && !from_device_arg) {
+      from_device_arg = v.toDevice();
+    }
+  }
+  if (from_device_arg && from_device_arg->has_index()) return *from_device_arg;
+  return c10::Device(c10::DeviceType::PrivateUse1, runtime::current_device());
+}
+
+// CPU kernels accept only CPU generators: give them the engine of the flagos
+// generator, and the device's default generator where none was passed, so that
+// torch.flagos.manual_seed governs random ops on flagos.
+void substitute_generators(const c10::FunctionSchema& schema, torch::jit::Stack& stack, size_t first,
+                           c10::Device device) {
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!is_optional_generator(arguments[i])) continue;
+    auto& v = stack[first + i];
+    if (v.isNone()) {
+      v = c10::IValue(static_cast<FlagosGenerator*>(default_generator(device.index()).unsafeGetGeneratorImpl())->engine());
+    } else if (v.isGenerator() && v.toGenerator().device().type() == c10::DeviceType::PrivateUse1) {
+      v = c10::IValue(v.toGenerator().get<FlagosGenerator>()->engine());
+    }
+  }
+}
+
+struct HostViews {
+  std::vector<at::Tensor> device_tensors;
+  std::vector<at::Tensor> views;
+  std::vector<bool> written;  // the schema marks the argument as written to
+
+  at::Tensor add(const at::Tensor& t, bool is_written) {
+    device_tensors.push_back(t);
+    views.push_back(host_view(t));
+    written.push_back(is_written);
+    return views.back();
+  }
+
+  // Maps a CPU result back to flagos: the argument itself for in-place and out=
+  // results, a flagos view for results aliasing an argument, else a copy.
+  at::Tensor to_flagos(const at::Tensor& result, c10::Device device) const {
+    if (!result.defined() || result.device().type() != c10::DeviceType::CPU) return result;
+    for (size_t k = 0; k < views.size(); ++k) {
+      if (result.unsafeGetTensorImpl() == views[k].unsafeGetTensorImpl()) return device_tensors[k];
+    }
+    for (size_t k = 0; k < views.size(); ++k) {
+      if (result.storage().is_alias_of(views[k].storage())) {
+        auto alias = at::detail::make_tensor<c10::TensorImpl>(
+            c10::Storage(device_tensors[k].storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+            result.dtype());
+        alias.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(),
+                                                           result.storage_offset());
+        return alias;
+      }
+    }
+    return to_device(result, device);
+  }
+};
+
+bool is_written(const c10::Argument& argument) {
+  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+}
+
+// Provider `host`: PyTorch's CPU kernel runs directly on the device memory.
+void run_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  TORCH_CHECK(runtime::device_memory_is_host_addressable(), "provider 'host' needs host-addressable device memory");
+  const auto& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const size_t first = stack->size() - arguments.size();
+  const c10::Device device = op_device(*stack, first, arguments.size());
+  const c10::DeviceGuard guard(device);
+
+  HostViews views;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    auto& v = (*stack)[first + i];
+    const bool written = is_written(arguments[i]);
+    if (v.isTensor()) {
+      if (is_flagos(v.toTensor())) v = views.add(v.toTensor(), written);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      c10::List<at::Tensor> converted;
+      converted.reserve(list.size());
+      for (const at::Tensor& t : list) converted.push_back(is_flagos(t) ? views.add(t, written) : t);
+      v = converted;
+    } else if (v.isOptionalTensorList()) {
+      auto list = v.toOptionalTensorList();
+      c10::List<std::optional<at::Tensor>> converted;
+      converted.reserve(list.size());
+      for (const std::optional<at::Tensor>& t : list) {
+        converted.push_back(t.has_value() && is_flagos(*t) ? std::optional<at::Tensor>(views.add(*t, written)) : t);
+      }
+      v = converted;
+    } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
+    }
+  }
+  substitute_generators(schema, *stack, first, device);
+
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  for (size_t k = 0; k < views.views.size(); ++k) {
+    if (views.written[k]) sync_from_host_view(views.device_tensors[k], views.views[k]);
+  }
+  const size_t num_returns = schema.returns().size();
+  const size_t returns_first = stack->size() - num_returns;
+  for (size_t j = returns_first; j < stack->size(); ++j) {
+    auto& r = (*stack)[j];
+    if (r.isTensor()) {
+      r = views.to_flagos(r.toTensor(), device);
+    } else if (r.isTensorList()) {
+      auto list = r.toTensorList();
+      c10::List<at::Tensor> converted;
+      converted.reserve(list.size());
+      for (const at::Tensor& t : list) converted.push_back(views.to_flagos(t, device));
+      r = converted;
+    }
+  }
+}
+
+// Provider `cpu`: PyTorch's copy-based CPU fallback.
+void run_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  const c10::Device device = op_device(*stack, first, arguments.size());
+  substitute_generators(op.schema(), *stack, first, device);
+  at::native::cpu_fallback(op, stack);
+}
+
+void warn_unavailable_once(const c10::OperatorHandle& op, const Route& route) {
+  static std::mutex mutex;
+  static std::unordered_set<std::string> warned;
+  const auto name = c10::toString(op.operator_name());
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!warned.insert(name).second) return;
+  TORCH_WARN("flagos: provider '", provider_name(route.requested), "' cannot run ", name,
+             " in this build; falling back to provider '", provider_name(route.effective),
+             "' (set FLAGOS_OP_<op> or the routing file to choose another provider)");
+}
+
+}  // namespace
+
+void routed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const Route route = route_for(op);
+  if (route.effective != route.requested) warn_unavailable_once(op, route);
+  if (log_dispatch_enabled()) {
+    std::fprintf(stderr, "[torch_fl] %s -> %s%s\n", c10::toString(op.operator_name()).c_str(),
+                 provider_name(route.effective), route.effective != route.requested ? " (fallback)" : "");
+  }
+  switch (route.effective) {
+    case Provider::Host:
+      run_host(op, stack);
+      return;
+    case Provider::Cpu:
+      run_cpu(op, stack);
+      return;
+    default:
+      TORCH_CHECK(false, "flagos provider '", provider_name(route.effective), "' is not built into this plugin");
+  }
+}
+
+}  // namespace torch_fl::aten

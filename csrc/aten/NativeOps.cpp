@@ -1,0 +1,160 @@
+#include "aten/NativeOps.h"
+
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "aten/HostView.h"
+#include "runtime/DeviceRuntime.h"
+#include "runtime/FlagosDeviceAllocator.h"
+
+namespace torch_fl::aten {
+
+namespace {
+
+constexpr c10::DispatchKeySet kFlagosKeys(c10::DispatchKey::PrivateUse1);
+
+c10::Device resolve_device(std::optional<c10::Device> device) {
+  auto d = c10::device_or_default(device);
+  TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, "expected a flagos device, got ", d);
+  if (!d.has_index()) d.set_index(runtime::current_device());
+  runtime::check_device_index(d.index());
+  return d;
+}
+
+void check_strided(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, "flagos supports only strided tensors");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pin_memory applies to CPU tensors, not flagos tensors");
+}
+
+// A dense block copy is one runtime copy; anything else (dtype conversion,
+// broadcasting, different strides) runs PyTorch's CPU copy kernel over host
+// views, which the emulated runtime's host-addressable memory allows.
+bool is_block_copy(const at::Tensor& src, const at::Tensor& dst) {
+  return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.strides() == dst.strides() &&
+         src.is_non_overlapping_and_dense() && !src.is_conj() && !dst.is_conj() && !src.is_neg() &&
+         !dst.is_neg();
+}
+
+}  // namespace
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  check_strided(layout, pin_memory);
+  const auto where = resolve_device(device);
+  const c10::DeviceGuard guard(where);
+  return at::detail::empty_generic(size, &device_allocator(), kFlagosKeys, c10::dtype_or_default(dtype),
+                                   memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  check_strided(layout, pin_memory);
+  const auto where = resolve_device(device);
+  const c10::DeviceGuard guard(where);
+  return at::detail::empty_strided_generic(size, stride, &device_allocator(), kFlagosKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  std::optional<int64_t> offset;
+  if (storage_offset.has_value()) offset = storage_offset->expect_int();
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+                                           offset);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  const auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  for (auto s : sizes) TORCH_CHECK(s >= 0, "resize_: negative size ", s, " in ", sizes);
+  auto* impl = self.unsafeGetTensorImpl();
+  // Grow the storage first, so that a failed allocation leaves `self` as it was.
+  int64_t numel = 1;
+  for (auto s : sizes) numel *= s;
+  const size_t needed = static_cast<size_t>(numel + self.storage_offset()) * self.itemsize();
+  if (numel > 0 && needed > self.storage().nbytes()) resize_storage(self.storage(), needed);
+  impl->set_sizes_contiguous(sizes);
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& set_empty_(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, &device_allocator(), /*resizable=*/true);
+  return at::native::set_storage_cpu_(self, storage, 0, {0}, {});
+}
+
+at::Tensor& set_source_storage_(at::Tensor& self, c10::Storage source) { return at::native::set_(self, source); }
+
+at::Tensor& set_source_storage_offset_(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                                       c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::set_storage_cpu_(self, source, storage_offset, size, stride);
+}
+
+at::Tensor& set_source_tensor_(at::Tensor& self, const at::Tensor& source) {
+  return at::native::set_tensor_(self, source);
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  // `self` is the source.  One side is flagos; the other is flagos or CPU.
+  const bool src_on_device = self.is_privateuseone();
+  const bool dst_on_device = dst.is_privateuseone();
+  TORCH_CHECK((src_on_device || self.is_cpu()) && (dst_on_device || dst.is_cpu()),
+              "flagos copies go between flagos and CPU tensors, not ", self.device(), " -> ", dst.device());
+  if (self.numel() == 0) return dst;
+  if (is_block_copy(self, dst)) {
+    const auto kind = !src_on_device ? runtime::CopyKind::HostToDevice
+                      : dst_on_device ? runtime::CopyKind::DeviceToDevice
+                                      : runtime::CopyKind::DeviceToHost;
+    // Copy the whole span the strides cover, starting at the lowest address.
+    const size_t nbytes = static_cast<size_t>(self.numel()) * self.element_size();
+    runtime::copy(dst.data_ptr(), self.const_data_ptr(), nbytes, kind, nullptr);
+    return dst;
+  }
+  TORCH_CHECK(runtime::device_memory_is_host_addressable(),
+              "this flagos runtime copies only dense tensors of one dtype and layout; make the source contiguous "
+              "and of the destination's dtype first");
+  auto src_view = src_on_device ? host_view(self) : self;
+  auto dst_view = dst_on_device ? host_view(dst) : dst;
+  dst_view.copy_(src_view);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.is_privateuseone()) {
+    resize_(dst, self.sym_sizes(), std::nullopt);
+  } else {
+    dst.resize_(self.sizes());
+  }
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  auto cpu = at::empty({}, self.options().device(c10::kCPU));
+  copy_from(self.reshape({}), cpu, false);
+  return cpu.item();
+}
+
+}  // namespace torch_fl::aten

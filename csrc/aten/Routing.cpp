@@ -1,0 +1,139 @@
+#include "aten/Routing.h"
+
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_set>
+
+#include <c10/util/Exception.h>
+
+namespace torch_fl::aten {
+
+namespace {
+
+struct Table {
+  Provider default_provider = Provider::Host;
+  std::unordered_map<std::string, Provider> per_op;
+};
+
+std::atomic<bool> log_flag{false};
+
+std::shared_mutex table_mutex;
+Table& table() {
+  static Table t;
+  return t;
+}
+// Bumped on every set_routing(); per-thread caches compare against it.
+std::atomic<uint64_t> generation{1};
+
+constexpr Provider kAll[] = {Provider::Host, Provider::Cpu, Provider::Cuda, Provider::FlagGems};
+
+bool available(Provider provider) {
+  switch (provider) {
+    case Provider::Cpu:
+      return true;
+#if defined(FLAGOS_PLATFORM_HOST)
+    case Provider::Host:
+      return true;
+#endif
+#if defined(FLAGOS_PLATFORM_CUDA)
+    case Provider::Cuda:
+      return true;
+#endif
+    default:
+      // FlagGems kernels are Triton kernels for GPUs; no build of this plugin
+      // calls them from C++ yet, so routing to them falls back to CPU visibly.
+      return false;
+  }
+}
+
+Provider parse(const std::string& name) {
+  for (auto p : kAll) {
+    if (name == provider_name(p)) return p;
+  }
+  std::string known;
+  for (const auto& n : provider_names()) known += (known.empty() ? "" : ", ") + n;
+  TORCH_CHECK(false, "unknown flagos provider '", name, "'; use one of: ", known);
+}
+
+std::string strip_namespace(const std::string& name) {
+  return name.rfind("aten::", 0) == 0 ? name.substr(6) : name;
+}
+
+Route resolve(const std::string& full_name, const std::string& base_name) {
+  std::shared_lock<std::shared_mutex> lock(table_mutex);
+  const auto& t = table();
+  Provider requested = t.default_provider;
+  if (auto it = t.per_op.find(full_name); it != t.per_op.end()) {
+    requested = it->second;
+  } else if (auto base = t.per_op.find(base_name); base != t.per_op.end()) {
+    requested = base->second;
+  }
+  return Route{requested, available(requested) ? requested : Provider::Cpu};
+}
+
+}  // namespace
+
+const char* provider_name(Provider provider) {
+  switch (provider) {
+    case Provider::Host: return "host";
+    case Provider::Cpu: return "cpu";
+    case Provider::Cuda: return "cuda";
+    case Provider::FlagGems: return "flaggems";
+  }
+  return "?";
+}
+
+std::vector<std::string> provider_names() {
+  std::vector<std::string> names;
+  for (auto p : kAll) names.emplace_back(provider_name(p));
+  return names;
+}
+
+std::vector<std::string> available_provider_names() {
+  std::vector<std::string> names;
+  for (auto p : kAll) {
+    if (available(p)) names.emplace_back(provider_name(p));
+  }
+  return names;
+}
+
+void set_routing(const std::string& default_provider, const std::unordered_map<std::string, std::string>& per_op,
+                 bool log_dispatch) {
+  Table fresh;
+  fresh.default_provider = parse(default_provider);
+  for (const auto& [op, provider] : per_op) fresh.per_op[strip_namespace(op)] = parse(provider);
+  {
+    std::unique_lock<std::shared_mutex> lock(table_mutex);
+    table() = std::move(fresh);
+  }
+  log_flag.store(log_dispatch);
+  generation.fetch_add(1);
+}
+
+Route route_for_name(const std::string& op_name) {
+  const auto name = strip_namespace(op_name);
+  return resolve(name, name.substr(0, name.find('.')));
+}
+
+Route route_for(const c10::OperatorHandle& op) {
+  struct Cached {
+    uint64_t generation;
+    Route route;
+  };
+  // Keyed by the operator's schema, which lives as long as the operator.
+  thread_local std::unordered_map<const void*, Cached> cache;
+  const uint64_t now = generation.load(std::memory_order_acquire);
+  const void* key = &op.schema();
+  if (auto it = cache.find(key); it != cache.end() && it->second.generation == now) return it->second.route;
+  const auto& name = op.schema().operator_name();
+  const std::string base = strip_namespace(name.name);
+  const std::string full = name.overload_name.empty() ? base : base + "." + name.overload_name;
+  const Route route = resolve(full, base);
+  cache[key] = Cached{now, route};
+  return route;
+}
+
+bool log_dispatch_enabled() { return log_flag.load(std::memory_order_relaxed); }
+
+}  // namespace torch_fl::aten

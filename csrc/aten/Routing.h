@@ -1,0 +1,44 @@
+// Which kernel provider runs each operator on flagos.
+//
+// The table (default provider + per-op entries, `add.Tensor` for one overload or
+// `add` for all) is parsed and validated in Python (torch_fl/routing.py) from
+// torch_fl/configs/backends_<platform>.conf, FLAGOS_BACKEND_CONFIG and
+// FLAGOS_OP_<op>, then installed here.  Resolution is cached per operator.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace torch_fl::aten {
+
+enum class Provider : uint8_t {
+  Host,      // PyTorch's CPU kernel on the device memory in place (host-addressable runtimes)
+  Cpu,       // copy inputs to CPU, run PyTorch's CPU kernel, copy results back
+  Cuda,      // PyTorch's CUDA kernel on a zero-copy CUDA view (cuda platform)
+  FlagGems,  // FlagGems Triton kernels
+};
+
+struct Route {
+  Provider requested;
+  Provider effective;  // differs when the requested provider cannot run here
+};
+
+const char* provider_name(Provider provider);
+// Every provider name the routing files may use.
+std::vector<std::string> provider_names();
+// The providers this build can run.
+std::vector<std::string> available_provider_names();
+
+// Installs a new table.  Throws c10::Error naming an unknown provider.
+void set_routing(const std::string& default_provider, const std::unordered_map<std::string, std::string>& per_op,
+                 bool log_dispatch);
+
+// The route for an operator, as dispatch uses it ("add.Tensor", "aten::add.Tensor" or "add").
+Route route_for_name(const std::string& op_name);
+Route route_for(const c10::OperatorHandle& op);
+bool log_dispatch_enabled();
+
+}  // namespace torch_fl::aten

@@ -1,0 +1,208 @@
+// torch_fl._C: the Python entry points of the plugin.  Every function converts
+// C++ exceptions to Python ones through HANDLE_TH_ERRORS.
+#include <Python.h>
+
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/python_numbers.h>
+#include <torch/csrc/utils/python_strings.h>
+
+#include "aten/Routing.h"
+#include "runtime/DeviceRuntime.h"
+#include "runtime/FlagosDeviceAllocator.h"
+#include "runtime/FlagosGenerator.h"
+#include "runtime/FlagosHooks.h"
+
+namespace {
+
+using namespace torch_fl;
+
+c10::DeviceIndex device_arg(PyObject* arg) {
+  TORCH_CHECK(THPUtils_checkLong(arg), "expected a device index (int)");
+  const auto index = THPUtils_unpackLong(arg);
+  TORCH_CHECK(index >= 0 && index < 64, "invalid flagos device index ", index);
+  runtime::check_device_index(static_cast<c10::DeviceIndex>(index));
+  return static_cast<c10::DeviceIndex>(index);
+}
+
+PyObject* platform(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  return PyUnicode_FromString(runtime::platform_name());
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* configuration_error(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  return PyUnicode_FromString(runtime::configuration_error().c_str());
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* device_count(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  return PyLong_FromLong(runtime::device_count());
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* current_device(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  return PyLong_FromLong(runtime::current_device());
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* set_device(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  runtime::set_device(device_arg(arg));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* synchronize(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  const auto device = device_arg(arg);
+  runtime::synchronize_device(device);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* stat_dict(const c10::CachingAllocator::StatArray& stats) {
+  const auto& s = stats[static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE)];
+  PyObject* d = PyDict_New();
+  auto put = [&](const char* key, int64_t value) {
+    PyObject* v = PyLong_FromLongLong(value);
+    PyDict_SetItemString(d, key, v);
+    Py_DECREF(v);
+  };
+  put("current", s.current);
+  put("peak", s.peak);
+  put("allocated", s.allocated);
+  put("freed", s.freed);
+  return d;
+}
+
+PyObject* memory_stats(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  const auto stats = device_allocator().getDeviceStats(device_arg(arg));
+  PyObject* result = PyDict_New();
+  auto put = [&](const char* key, PyObject* value) {
+    PyDict_SetItemString(result, key, value);
+    Py_DECREF(value);
+  };
+  put("allocated_bytes", stat_dict(stats.allocated_bytes));
+  put("reserved_bytes", stat_dict(stats.reserved_bytes));
+  put("active_bytes", stat_dict(stats.active_bytes));
+  put("requested_bytes", stat_dict(stats.requested_bytes));
+  put("allocation", stat_dict(stats.allocation));
+  put("segment", stat_dict(stats.segment));
+  put("num_alloc_retries", PyLong_FromLongLong(stats.num_alloc_retries));
+  put("num_ooms", PyLong_FromLongLong(stats.num_ooms));
+  return result;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* reset_peak_memory_stats(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  device_allocator().resetPeakStats(device_arg(arg));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* reset_accumulated_memory_stats(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  device_allocator().resetAccumulatedStats(device_arg(arg));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* empty_cache(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  device_allocator().emptyCache();
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* mem_get_info(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  const auto [free_bytes, total_bytes] = runtime::memory_info(device_arg(arg));
+  return Py_BuildValue("(KK)", static_cast<unsigned long long>(free_bytes),
+                       static_cast<unsigned long long>(total_bytes));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* default_generator(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  return THPGenerator_initDefaultGenerator(torch_fl::default_generator(device_arg(arg)));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* set_routing(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  const char* default_provider = nullptr;
+  PyObject* table = nullptr;
+  int log = 0;
+  if (!PyArg_ParseTuple(args, "sO!p", &default_provider, &PyDict_Type, &table, &log)) return nullptr;
+  std::unordered_map<std::string, std::string> per_op;
+  PyObject *key = nullptr, *value = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(table, &pos, &key, &value)) {
+    TORCH_CHECK(THPUtils_checkString(key) && THPUtils_checkString(value), "routing entries must be str -> str");
+    per_op.emplace(THPUtils_unpackString(key), THPUtils_unpackString(value));
+  }
+  aten::set_routing(default_provider, per_op, log != 0);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* route(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(THPUtils_checkString(arg), "expected an operator name (str)");
+  const auto r = aten::route_for_name(THPUtils_unpackString(arg));
+  return Py_BuildValue("(ss)", aten::provider_name(r.requested), aten::provider_name(r.effective));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* string_list(const std::vector<std::string>& names) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(names.size()));
+  for (size_t i = 0; i < names.size(); ++i) PyList_SET_ITEM(list, i, PyUnicode_FromString(names[i].c_str()));
+  return list;
+}
+
+PyObject* provider_names(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  return string_list(aten::provider_names());
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* available_providers(PyObject*, PyObject*) {
+  HANDLE_TH_ERRORS
+  return string_list(aten::available_provider_names());
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef methods[] = {
+    {"_platform", platform, METH_NOARGS, "Platform this plugin was built for."},
+    {"_configuration_error", configuration_error, METH_NOARGS, "Why the runtime is unusable, or ''."},
+    {"_device_count", device_count, METH_NOARGS, nullptr},
+    {"_current_device", current_device, METH_NOARGS, nullptr},
+    {"_set_device", set_device, METH_O, nullptr},
+    {"_synchronize", synchronize, METH_O, nullptr},
+    {"_memory_stats", memory_stats, METH_O, nullptr},
+    {"_reset_peak_memory_stats", reset_peak_memory_stats, METH_O, nullptr},
+    {"_reset_accumulated_memory_stats", reset_accumulated_memory_stats, METH_O, nullptr},
+    {"_empty_cache", empty_cache, METH_NOARGS, nullptr},
+    {"_mem_get_info", mem_get_info, METH_O, nullptr},
+    {"_default_generator", default_generator, METH_O, nullptr},
+    {"_set_routing", set_routing, METH_VARARGS, "Install the routing table (default, {op: provider}, log)."},
+    {"_route", route, METH_O, "(requested, effective) provider of an operator."},
+    {"_provider_names", provider_names, METH_NOARGS, nullptr},
+    {"_available_providers", available_providers, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_fl._C", "The flagos device plugin.", -1, methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__C(void) {
+  torch_fl::register_hooks();
+  return PyModule_Create(&module_def);
+}

@@ -1,0 +1,72 @@
+// The runtime interface every accelerator implements.
+//
+// torch_fl is built for exactly one platform at a time (FLAGOS_PLATFORM in
+// CMake), so the interface is a set of free functions resolved at link time:
+// runtime/host/HostRuntime.cpp implements it over the emulated runtime's C API,
+// and a vendor implements the same declarations over its own runtime.  Every
+// function converts the vendor's error codes to c10::Error (see
+// RuntimeException.h); device_count() never throws.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace torch_fl::runtime {
+
+using StreamHandle = void*;  // a vendor stream; nullptr is the device's default stream
+using EventHandle = void*;
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+// Name of the runtime behind this build ("host", "cuda", ...).
+const char* platform_name() noexcept;
+
+// True when device memory is ordinary host-addressable memory (the emulated
+// host runtime): kernels written for the CPU may then run on it in place.
+bool device_memory_is_host_addressable() noexcept;
+
+// Number of devices; 0 when the runtime is unusable (see configuration_error()).
+c10::DeviceIndex device_count() noexcept;
+// Why the runtime is unusable, or "" when it is fine.
+std::string configuration_error();
+
+// Throws c10::Error naming a bad index (or why the runtime is unusable).
+void check_device_index(c10::DeviceIndex device);
+
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex device);
+void synchronize_device(c10::DeviceIndex device);
+
+// Device memory on the current device.  Returns nullptr when the device is out
+// of memory, so that the caching allocator can free its cache and retry.
+void* malloc_device(std::size_t bytes);
+void free_device(void* ptr);
+// (free, total) bytes of `device`.
+std::pair<std::size_t, std::size_t> memory_info(c10::DeviceIndex device);
+
+// Page-locked host memory.
+void* malloc_host(std::size_t bytes);
+void free_host(void* ptr);
+bool is_host_pinned(const void* ptr);
+// The device owning `ptr`, if it is device memory of this runtime.
+std::optional<c10::DeviceIndex> device_of(const void* ptr);
+
+void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind, StreamHandle stream);
+
+StreamHandle create_stream(c10::DeviceIndex device);
+void synchronize_stream(StreamHandle stream);
+bool query_stream(StreamHandle stream);
+void stream_wait_event(StreamHandle stream, EventHandle event);
+
+EventHandle create_event(bool enable_timing);
+void destroy_event(EventHandle event);
+void record_event(EventHandle event, StreamHandle stream);
+bool query_event(EventHandle event);
+void synchronize_event(EventHandle event);
+double event_elapsed_ms(EventHandle start, EventHandle end);
+
+}  // namespace torch_fl::runtime

@@ -1,0 +1,259 @@
+#include "runtime/FlagosDeviceAllocator.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include <c10/util/Exception.h>
+
+#include "runtime/DeviceRuntime.h"
+
+namespace torch_fl {
+
+namespace {
+
+using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::StatType;
+
+constexpr int kMaxDevices = 64;
+constexpr size_t kSmallSize = 1 << 20;    // requests up to 1 MiB round to 512 B
+constexpr size_t kSmallRound = 512;
+constexpr size_t kLargeRound = 2 << 20;   // larger ones round to 2 MiB
+
+size_t round_size(size_t n) {
+  const size_t unit = n <= kSmallSize ? kSmallRound : kLargeRound;
+  return (n + unit - 1) / unit * unit;
+}
+
+StatType pool_of(size_t n) { return n <= kSmallSize ? StatType::SMALL_POOL : StatType::LARGE_POOL; }
+
+// Adds or removes `amount` in the aggregate and in the pool of a block of `block_size`.
+void update(c10::CachingAllocator::StatArray& stats, size_t amount, bool increase, size_t block_size) {
+  for (auto type : {StatType::AGGREGATE, pool_of(block_size)}) {
+    auto& stat = stats[static_cast<size_t>(type)];
+    increase ? stat.increase(amount) : stat.decrease(amount);
+  }
+}
+
+struct Block {
+  size_t size;       // rounded size, what the runtime holds
+  size_t requested;  // what the caller asked for
+};
+
+struct DeviceCache {
+  std::mutex mutex;
+  std::multimap<size_t, void*> free_blocks;        // rounded size -> block
+  std::unordered_map<void*, Block> live_blocks;    // handed out
+  std::unordered_map<void*, size_t> cached_sizes;  // in free_blocks
+  DeviceStats stats;
+
+  // Returns the number of bytes given back to the runtime.
+  // Gives every cached block back to the runtime; returns the bytes released.
+  // Called with `mutex` held.
+  size_t release_cached();
+};
+
+std::mutex owner_mutex;
+// The pointer -> device map lets the deleter (a plain function pointer) find the
+// cache a block belongs to.
+std::unordered_map<void*, c10::DeviceIndex>& owners() {
+  static auto* map = new std::unordered_map<void*, c10::DeviceIndex>();
+  return *map;
+}
+
+size_t DeviceCache::release_cached() {
+  size_t released = 0;
+  std::lock_guard<std::mutex> owner_lock(owner_mutex);
+  for (auto& [size, ptr] : free_blocks) {
+    runtime::free_device(ptr);
+    cached_sizes.erase(ptr);
+    owners().erase(ptr);
+    update(stats.reserved_bytes, size, false, size);
+    update(stats.segment, 1, false, size);
+    released += size;
+  }
+  free_blocks.clear();
+  return released;
+}
+
+std::array<DeviceCache, kMaxDevices>& caches() {
+  static auto* all = new std::array<DeviceCache, kMaxDevices>();  // outlives tensors freed at exit
+  return *all;
+}
+
+DeviceCache& cache_of(c10::DeviceIndex device) {
+  runtime::check_device_index(device);
+  return caches()[device];
+}
+
+void free_block(void* ptr);
+
+std::string format_bytes(size_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(n);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.2f %s", value, units[unit]);
+  return text;
+}
+
+void free_block(void* ptr) {
+  if (ptr == nullptr) return;
+  c10::DeviceIndex device;
+  {
+    std::lock_guard<std::mutex> lock(owner_mutex);
+    auto it = owners().find(ptr);
+    TORCH_INTERNAL_ASSERT(it != owners().end(), "flagos allocator: freeing an unknown pointer");
+    device = it->second;
+  }
+  auto& cache = caches()[device];
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto it = cache.live_blocks.find(ptr);
+  TORCH_INTERNAL_ASSERT(it != cache.live_blocks.end());
+  const Block block = it->second;
+  cache.live_blocks.erase(it);
+  update(cache.stats.allocated_bytes, block.size, false, block.size);
+  update(cache.stats.requested_bytes, block.requested, false, block.size);
+  update(cache.stats.active_bytes, block.size, false, block.size);
+  update(cache.stats.allocation, 1, false, block.size);
+  update(cache.stats.active, 1, false, block.size);
+  cache.free_blocks.emplace(block.size, ptr);
+  cache.cached_sizes.emplace(ptr, block.size);
+}
+
+}  // namespace
+
+c10::DataPtr FlagosDeviceAllocator::allocate(size_t nbytes) {
+  return allocate_on(runtime::current_device(), nbytes);
+}
+
+c10::DataPtr FlagosDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes) {
+  const c10::Device where(c10::DeviceType::PrivateUse1, device);
+  if (nbytes == 0) return c10::DataPtr(nullptr, where);
+  auto& cache = cache_of(device);
+  const size_t size = round_size(nbytes);
+  void* ptr = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    // Reuse a cached block unless it would waste more than the request itself.
+    auto it = cache.free_blocks.lower_bound(size);
+    size_t block_size = size;
+    if (it != cache.free_blocks.end() && it->first < 2 * size) {
+      ptr = it->second;
+      block_size = it->first;
+      cache.cached_sizes.erase(ptr);
+      cache.free_blocks.erase(it);
+    } else {
+      const auto previous = runtime::current_device();
+      if (previous != device) runtime::set_device(device);
+      ptr = runtime::malloc_device(size);
+      if (ptr == nullptr && !cache.free_blocks.empty()) {
+        cache.stats.num_alloc_retries += 1;
+        cache.release_cached();
+        ptr = runtime::malloc_device(size);
+      }
+      if (previous != device) runtime::set_device(previous);
+      if (ptr == nullptr) {
+        cache.stats.num_ooms += 1;
+        const auto [free_bytes, total_bytes] = runtime::memory_info(device);
+        const auto& agg = static_cast<size_t>(StatType::AGGREGATE);
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "flagos:", static_cast<int>(device),
+                         " out of memory: tried to allocate ", format_bytes(size), " (device capacity ",
+                         format_bytes(total_bytes), ", ", format_bytes(free_bytes), " free, ",
+                         format_bytes(cache.stats.allocated_bytes[agg].current), " allocated by tensors, ",
+                         format_bytes(cache.stats.reserved_bytes[agg].current),
+                         " reserved); free tensors or raise FLAGOS_HOST_MEMORY_LIMIT");
+      }
+      update(cache.stats.reserved_bytes, size, true, size);
+      update(cache.stats.segment, 1, true, size);
+      std::lock_guard<std::mutex> owner_lock(owner_mutex);
+      owners()[ptr] = device;
+    }
+    cache.live_blocks.emplace(ptr, Block{block_size, nbytes});
+    update(cache.stats.allocated_bytes, block_size, true, block_size);
+    update(cache.stats.requested_bytes, nbytes, true, block_size);
+    update(cache.stats.active_bytes, block_size, true, block_size);
+    update(cache.stats.allocation, 1, true, block_size);
+    update(cache.stats.active, 1, true, block_size);
+  }
+  return c10::DataPtr(ptr, ptr, &free_block, where);
+}
+
+c10::DeleterFnPtr FlagosDeviceAllocator::raw_deleter() const { return &free_block; }
+
+void FlagosDeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  runtime::copy(dest, src, count, runtime::CopyKind::DeviceToDevice, nullptr);
+}
+
+void FlagosDeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
+  const auto count = runtime::device_count();
+  for (c10::DeviceIndex device = 0; device < count; ++device) {
+    auto& cache = caches()[device];
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.release_cached();
+  }
+}
+
+void FlagosDeviceAllocator::recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) {}
+
+DeviceStats FlagosDeviceAllocator::getDeviceStats(c10::DeviceIndex device) {
+  auto& cache = cache_of(device);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.stats;
+}
+
+void FlagosDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  auto& cache = cache_of(device);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto& s = cache.stats;
+  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+                      &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
+    for (auto& stat : *array) stat.reset_accumulated();
+  }
+  s.num_alloc_retries = 0;
+  s.num_ooms = 0;
+}
+
+void FlagosDeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
+  auto& cache = cache_of(device);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto& s = cache.stats;
+  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+                      &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
+    for (auto& stat : *array) stat.reset_peak();
+  }
+}
+
+std::pair<size_t, size_t> FlagosDeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  return runtime::memory_info(device);
+}
+
+FlagosDeviceAllocator& device_allocator() {
+  static FlagosDeviceAllocator allocator;
+  return allocator;
+}
+
+void resize_storage(const c10::Storage& storage, size_t new_bytes) {
+  TORCH_CHECK(storage.resizable(), "cannot resize a flagos storage that is not resizable");
+  auto fresh = device_allocator().allocate_on(storage.device().index(), new_bytes);
+  const size_t keep = std::min(storage.nbytes(), new_bytes);
+  if (keep > 0) runtime::copy(fresh.get(), storage.data(), keep, runtime::CopyKind::DeviceToDevice, nullptr);
+  auto* impl = storage.unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(std::move(fresh));
+  impl->set_nbytes(new_bytes);
+}
+
+namespace {
+struct RegisterAllocator {
+  RegisterAllocator() { c10::SetAllocator(c10::DeviceType::PrivateUse1, &device_allocator()); }
+} register_allocator;
+}  // namespace
+
+}  // namespace torch_fl

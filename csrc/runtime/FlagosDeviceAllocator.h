@@ -1,0 +1,41 @@
+// The caching device allocator behind every flagos tensor.
+//
+// Freed blocks stay cached per device and are reused for requests of a similar
+// size; when the runtime reports out-of-memory the device's cache is released
+// and the request retried once before c10::OutOfMemoryError is raised.
+// Statistics follow c10::CachingDeviceAllocator::DeviceStats so that
+// torch.accelerator.* and torch.flagos.* memory queries read the same numbers.
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Storage.h>
+
+namespace torch_fl {
+
+class FlagosDeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override;
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
+  // The runtimes torch_fl drives complete stream work in order before a block
+  // can be freed (the host runtime is synchronous), so there is nothing to defer.
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
+
+  // Allocation on an explicit device (used by the hooks to resize storages).
+  c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+};
+
+FlagosDeviceAllocator& device_allocator();
+
+// Gives `storage` a new block of `new_bytes` on its device, keeping the first
+// min(old, new) bytes (torch's resize_ and untyped_storage().resize_()).
+void resize_storage(const c10::Storage& storage, size_t new_bytes);
+
+}  // namespace torch_fl

@@ -1,0 +1,148 @@
+// The runtime interface (DeviceRuntime.h) over the emulated host runtime.
+#include "runtime/DeviceRuntime.h"
+#include "runtime/RuntimeException.h"
+#include "runtime/host/flagos_hostrt.h"
+
+#define HOSTRT_CHECK(call) FLAGOS_RUNTIME_CHECK(call, hostrtGetErrorString, hostrtSuccess)
+
+namespace torch_fl::runtime {
+
+namespace {
+
+hostrtMemcpyKind to_hostrt(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::HostToDevice: return hostrtMemcpyHostToDevice;
+    case CopyKind::DeviceToHost: return hostrtMemcpyDeviceToHost;
+    case CopyKind::DeviceToDevice: return hostrtMemcpyDeviceToDevice;
+  }
+  return hostrtMemcpyHostToHost;
+}
+
+}  // namespace
+
+const char* platform_name() noexcept { return "host"; }
+
+bool device_memory_is_host_addressable() noexcept { return true; }
+
+c10::DeviceIndex device_count() noexcept {
+  int count = 0;
+  if (hostrtGetDeviceCount(&count) != hostrtSuccess) return 0;
+  return static_cast<c10::DeviceIndex>(count);
+}
+
+std::string configuration_error() { return hostrtGetConfigError(); }
+
+c10::DeviceIndex current_device() {
+  int device = 0;
+  HOSTRT_CHECK(hostrtGetDevice(&device));
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+void set_device(c10::DeviceIndex device) { HOSTRT_CHECK(hostrtSetDevice(device)); }
+
+void synchronize_device(c10::DeviceIndex /*device*/) { HOSTRT_CHECK(hostrtDeviceSynchronize()); }
+
+void* malloc_device(std::size_t bytes) {
+  void* ptr = nullptr;
+  const auto status = hostrtMalloc(&ptr, bytes);
+  if (status == hostrtErrorMemoryAllocation) return nullptr;
+  HOSTRT_CHECK(status);
+  return ptr;
+}
+
+void free_device(void* ptr) { HOSTRT_CHECK(hostrtFree(ptr)); }
+
+std::pair<std::size_t, std::size_t> memory_info(c10::DeviceIndex device) {
+  int previous = 0;
+  HOSTRT_CHECK(hostrtGetDevice(&previous));
+  HOSTRT_CHECK(hostrtSetDevice(device));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  const auto status = hostrtMemGetInfo(&free_bytes, &total_bytes);
+  HOSTRT_CHECK(hostrtSetDevice(previous));
+  HOSTRT_CHECK(status);
+  return {free_bytes, total_bytes};
+}
+
+void* malloc_host(std::size_t bytes) {
+  void* ptr = nullptr;
+  HOSTRT_CHECK(hostrtMallocHost(&ptr, bytes));
+  return ptr;
+}
+
+void free_host(void* ptr) { HOSTRT_CHECK(hostrtFreeHost(ptr)); }
+
+bool is_host_pinned(const void* ptr) {
+  hostrtPointerAttributes attributes{};
+  HOSTRT_CHECK(hostrtPointerGetAttributes(&attributes, ptr));
+  return attributes.type == hostrtMemoryTypeHost;
+}
+
+std::optional<c10::DeviceIndex> device_of(const void* ptr) {
+  hostrtPointerAttributes attributes{};
+  HOSTRT_CHECK(hostrtPointerGetAttributes(&attributes, ptr));
+  if (attributes.type != hostrtMemoryTypeDevice) return std::nullopt;
+  return static_cast<c10::DeviceIndex>(attributes.device);
+}
+
+void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind, StreamHandle stream) {
+  HOSTRT_CHECK(hostrtMemcpyAsync(dst, src, bytes, to_hostrt(kind), static_cast<hostrtStream_t>(stream)));
+}
+
+StreamHandle create_stream(c10::DeviceIndex device) {
+  int previous = 0;
+  HOSTRT_CHECK(hostrtGetDevice(&previous));
+  HOSTRT_CHECK(hostrtSetDevice(device));
+  hostrtStream_t stream = nullptr;
+  const auto status = hostrtStreamCreate(&stream);
+  HOSTRT_CHECK(hostrtSetDevice(previous));
+  HOSTRT_CHECK(status);
+  return stream;
+}
+
+void synchronize_stream(StreamHandle stream) {
+  HOSTRT_CHECK(hostrtStreamSynchronize(static_cast<hostrtStream_t>(stream)));
+}
+
+bool query_stream(StreamHandle stream) {
+  const auto status = hostrtStreamQuery(static_cast<hostrtStream_t>(stream));
+  if (status == hostrtErrorNotReady) return false;
+  HOSTRT_CHECK(status);
+  return true;
+}
+
+void stream_wait_event(StreamHandle stream, EventHandle event) {
+  HOSTRT_CHECK(hostrtStreamWaitEvent(static_cast<hostrtStream_t>(stream), static_cast<hostrtEvent_t>(event)));
+}
+
+EventHandle create_event(bool enable_timing) {
+  hostrtEvent_t event = nullptr;
+  HOSTRT_CHECK(hostrtEventCreateWithFlags(&event, enable_timing ? hostrtEventDefault : hostrtEventDisableTiming));
+  return event;
+}
+
+void destroy_event(EventHandle event) { HOSTRT_CHECK(hostrtEventDestroy(static_cast<hostrtEvent_t>(event))); }
+
+void record_event(EventHandle event, StreamHandle stream) {
+  HOSTRT_CHECK(hostrtEventRecord(static_cast<hostrtEvent_t>(event), static_cast<hostrtStream_t>(stream)));
+}
+
+bool query_event(EventHandle event) {
+  const auto status = hostrtEventQuery(static_cast<hostrtEvent_t>(event));
+  if (status == hostrtErrorNotReady) return false;
+  HOSTRT_CHECK(status);
+  return true;
+}
+
+void synchronize_event(EventHandle event) { HOSTRT_CHECK(hostrtEventSynchronize(static_cast<hostrtEvent_t>(event))); }
+
+double event_elapsed_ms(EventHandle start, EventHandle end) {
+  float ms = 0.0f;
+  const auto status =
+      hostrtEventElapsedTime(&ms, static_cast<hostrtEvent_t>(start), static_cast<hostrtEvent_t>(end));
+  TORCH_CHECK(status == hostrtSuccess,
+              "elapsed_time needs two recorded events created with enable_timing=True (",
+              hostrtGetErrorString(status), ")");
+  return ms;
+}
+
+}  // namespace torch_fl::runtime

@@ -1,0 +1,65 @@
+"""torch_fl: the ``flagos`` device for PyTorch.
+
+Importing this package (or just ``import torch``, through the ``torch.backends``
+entry point) registers PyTorch's PrivateUse1 backend as ``flagos``: the C++
+plugin, the ``torch.flagos`` device module, the generated tensor/module/storage
+methods and the operator routing table.
+"""
+
+from __future__ import annotations
+
+import os
+
+from torch_fl import _env
+
+_env.warn_unknown_variables()
+
+import torch  # noqa: E402  (the environment check must not wait for torch)
+
+__all__ = ["flagos", "get_registered_ops", "is_flaggems_enabled", "provider_for", "route", "build_config"]
+
+_BACKEND = "flagos"
+
+
+def _claim_privateuse1() -> None:
+    current = torch._C._get_privateuse1_backend_name()
+    if current not in ("privateuseone", _BACKEND):
+        raise ImportError(
+            f"torch_fl cannot register the flagos device: PyTorch's PrivateUse1 backend is already claimed by "
+            f"{current!r}; use one device plugin per process (uninstall or stop importing the other one)"
+        )
+
+
+_claim_privateuse1()
+
+from torch_fl import _C  # noqa: E402
+from torch_fl import _build_config as build_config  # noqa: E402
+from torch_fl import routing  # noqa: E402
+from torch_fl.routing import provider_for, route  # noqa: E402
+
+if torch._C._get_privateuse1_backend_name() != _BACKEND:
+    torch.utils.rename_privateuse1_backend(_BACKEND)
+    from torch_fl import flagos  # noqa: E402
+
+    torch._register_device_module(_BACKEND, flagos)
+    torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+else:
+    from torch_fl import flagos  # noqa: E402
+
+routing.install(routing.load(_C._platform()), log_dispatch=os.environ.get("FLAGOS_LOG_DISPATCH", "0") == "1")
+
+
+def get_registered_ops() -> list[str]:
+    """Operators with a native flagos kernel; every other operator is routed (see ``route``)."""
+    return sorted(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"))
+
+
+def is_flaggems_enabled() -> bool:
+    """Whether FlagGems kernels serve any operator in this process."""
+    if "flaggems" not in _C._available_providers():
+        return False
+    return any(route(op).effective == "flaggems" for op in get_registered_ops())
+
+
+def _autoload() -> None:
+    """Entry point of ``torch.backends``: PyTorch calls it at ``import torch``; importing did the work."""

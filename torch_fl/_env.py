@@ -1,0 +1,89 @@
+"""The registry of every ``FLAGOS_*`` environment variable torch_fl reads.
+
+This table is the single source: the unknown-variable warning, the README's
+table (``python -m torch_fl._env``) and the code that reads each variable all
+come from it.  Standard library only; imported before torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import warnings
+from dataclasses import dataclass
+
+__all__ = ["EnvVar", "REGISTRY", "FlagosEnvWarning", "unknown_variables", "warn_unknown_variables", "markdown_table"]
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable (or, with ``prefix=True``, a family of them)."""
+
+    name: str
+    """The variable's name, or the common prefix of a family."""
+    default: str
+    """What applies when it is unset, in words."""
+    description: str
+    """What it does."""
+    prefix: bool = False
+    """True when ``name`` is a prefix (``FLAGOS_OP_<op>``)."""
+
+
+REGISTRY: tuple[EnvVar, ...] = (
+    EnvVar("FLAGOS_BACKEND_CONFIG", "the wheel's `torch_fl/configs/backends_<platform>.conf`",
+           "Routing file that replaces the packaged one (`op = provider` lines, `default = provider`)."),
+    EnvVar("FLAGOS_OP_", "the routing file's choice",
+           "`FLAGOS_OP_<op>=<provider>` routes one operator; write `.` as `__` (`FLAGOS_OP_add__Tensor=cpu`).",
+           prefix=True),
+    EnvVar("FLAGOS_LOG_DISPATCH", "`0`", "`1` logs every routed operator call and its provider to stderr."),
+    EnvVar("FLAGOS_HOST_DEVICES", "`2`", "Number of virtual devices of the emulated host runtime (1-64)."),
+    EnvVar("FLAGOS_HOST_MEMORY_LIMIT", "no limit",
+           "Per-device memory limit of the emulated host runtime: bytes or `K`/`M`/`G`/`T` (e.g. `512M`)."),
+    EnvVar("FLAGOS_PLATFORM", "`host`", "Build time: the platform recipe (`bundlers/<platform>.toml`) to build for."),
+    EnvVar("FLAGOS_WHEEL_LOCAL_VERSION", "the recipe's `local_version`",
+           "Build time, set by `torch-fl-build`: the wheel version's local segment."),
+    EnvVar("FLAGOS_WHEEL_REQUIREMENTS", "the torch minor line",
+           "Build time, set by `torch-fl-build`: the wheel's requirements as a JSON list."),
+    EnvVar("FLAGOS_TEST_", "unset", "Switches and inputs of the test suite (`FLAGOS_TEST_CUDA_ASSETS=1`, ...).",
+           prefix=True),
+)
+
+_warned = False
+
+
+class FlagosEnvWarning(UserWarning):
+    """An environment variable that looks like torch_fl's but is not one."""
+
+
+def _known(name: str) -> bool:
+    return any(name.startswith(v.name) if v.prefix else name == v.name for v in REGISTRY)
+
+
+def unknown_variables(environ: dict[str, str] | None = None) -> list[str]:
+    env = os.environ if environ is None else environ
+    return sorted(n for n in env if n.startswith("FLAGOS_") and not _known(n))
+
+
+def warn_unknown_variables() -> None:
+    """Warns once per process about ``FLAGOS_*`` variables nobody reads."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    names = [v.name for v in REGISTRY if not v.prefix]
+    for name in unknown_variables():
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]}?" if close else "; see the FLAGOS_* table in README.md"
+        warnings.warn(f"unknown environment variable {name} is ignored{hint}", FlagosEnvWarning, stacklevel=3)
+
+
+def markdown_table() -> str:
+    rows = ["| variable | default | what it does |", "|---|---|---|"]
+    for v in REGISTRY:
+        shown = f"`{v.name}<...>`" if v.prefix else f"`{v.name}`"
+        rows.append(f"| {shown} | {v.default} | {v.description} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

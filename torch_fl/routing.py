@@ -1,0 +1,134 @@
+"""Operator routing: which kernel provider runs each operator on flagos.
+
+The table comes from ``torch_fl/configs/backends_<platform>.conf`` (or the file
+named by ``FLAGOS_BACKEND_CONFIG``), then ``FLAGOS_OP_<op>`` overrides single
+operators.  It is validated here and installed into the C++ dispatcher, which
+resolves it per operator call.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+__all__ = ["RoutingError", "RoutingTable", "Route", "load", "install", "route", "provider_for"]
+
+_CONFIG_DIR = Path(__file__).with_name("configs")
+_OP_PREFIX = "FLAGOS_OP_"
+
+
+class RoutingError(ValueError):
+    """A routing file or FLAGOS_OP_* variable that cannot be used."""
+
+
+class Route(NamedTuple):
+    requested: str
+    """The provider the routing table names."""
+    effective: str
+    """The provider that runs the op (``cpu`` when the requested one is not built here)."""
+
+
+@dataclass(frozen=True)
+class RoutingTable:
+    default: str
+    """Provider of every operator not listed."""
+    per_op: dict[str, str] = field(default_factory=dict)
+    """``op`` or ``op.overload`` -> provider."""
+    source: str = ""
+    """Where the table came from, for messages."""
+
+
+def _suggest(value: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(value, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_provider(provider: str, where: str, providers: list[str]) -> None:
+    if provider not in providers:
+        raise RoutingError(
+            f"{where}: unknown provider {provider!r}{_suggest(provider, providers)}; use one of {', '.join(providers)}"
+        )
+
+
+def _check_op(op: str, where: str, op_names: set[str]) -> None:
+    name = op.removeprefix("aten::")
+    if name in op_names or f"aten::{name}" in op_names:
+        return
+    raise RoutingError(f"{where}: unknown operator {op!r}{_suggest(f'aten::{name}', sorted(op_names))}")
+
+
+def _all_op_names() -> set[str]:
+    import torch
+
+    names: set[str] = set()
+    for full in torch._C._dispatch_get_all_op_names():
+        names.add(full)
+        names.add(full.split(".", 1)[0])
+    return names
+
+
+def parse_file(path: Path, providers: list[str], op_names: set[str]) -> RoutingTable:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RoutingError(f"cannot read routing file {path}: {e.strerror}; fix FLAGOS_BACKEND_CONFIG") from None
+    default = "host"
+    per_op: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"{path}:{number}"
+        op, sep, provider = (part.strip() for part in line.partition("="))
+        if not sep or not op or not provider:
+            raise RoutingError(f"{where}: expected 'op = provider', got {raw.strip()!r}")
+        _check_provider(provider, where, providers)
+        if op == "default":
+            default = provider
+        else:
+            _check_op(op, where, op_names)
+            per_op[op.removeprefix("aten::")] = provider
+    return RoutingTable(default, per_op, str(path))
+
+
+def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
+    """Reads the routing table for ``platform`` and applies FLAGOS_OP_* overrides."""
+    from torch_fl import _C
+
+    env = os.environ if environ is None else environ
+    providers = list(_C._provider_names())
+    op_names = _all_op_names()
+    configured = env.get("FLAGOS_BACKEND_CONFIG")
+    path = Path(configured) if configured else _CONFIG_DIR / f"backends_{platform}.conf"
+    table = parse_file(path, providers, op_names)
+    per_op = dict(table.per_op)
+    for name, provider in sorted(env.items()):
+        if not name.startswith(_OP_PREFIX):
+            continue
+        op = name[len(_OP_PREFIX):].replace("__", ".")
+        _check_provider(provider, name, providers)
+        _check_op(op, name, op_names)
+        per_op[op] = provider
+    return RoutingTable(table.default, per_op, table.source)
+
+
+def install(table: RoutingTable, log_dispatch: bool) -> None:
+    from torch_fl import _C
+
+    _C._set_routing(table.default, table.per_op, log_dispatch)
+
+
+def route(op: str) -> Route:
+    """The provider ``op`` (``add.Tensor``, ``aten::add.Tensor`` or ``add``) is routed to."""
+    from torch_fl import _C
+
+    requested, effective = _C._route(op)
+    return Route(requested, effective)
+
+
+def provider_for(op: str) -> str:
+    """The provider that runs ``op`` on flagos in this process."""
+    return route(op).effective
