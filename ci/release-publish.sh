@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Publish the built wheel to the platform's index lane, once, verified by sha256.
+# The index URL and the credentials come from the lane's GitHub environment.
+# usage: ci/release-publish.sh LANE
+set -euo pipefail
+# shellcheck source=ci/release-env.sh
+. "$(dirname "$0")/release-env.sh"
+lane=${1:?usage: ci/release-publish.sh LANE}
+cd "$repo"
+url=${TORCH_FL_INDEX_URL:-}
+[ -n "$url" ] || die "TORCH_FL_INDEX_URL is not set — set it in the release-$lane environment (the upload URL; {lane} is replaced)"
+shopt -s nullglob
+wheels=(dist/*.whl)
+[ "${#wheels[@]}" -ge 1 ] || die "no wheel in dist/ — run ci/release-build.sh first"
+args=(--lane "$lane" --repository-url "$url" --json)
+if [ -n "${TORCH_FL_SIMPLE_URL:-}" ]; then args+=(--simple-url "$TORCH_FL_SIMPLE_URL"); fi
+if [ -n "$tag" ]; then args+=(--tag "$tag"); fi
+status=0
+"$venv/bin/torch-fl-publish" "${args[@]}" "${wheels[@]}" > dist/publish.json || status=$?
+cat dist/publish.json
+exit "$status"
