@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from auditwheel.architecture import Architecture
-from auditwheel.lddtree import ldd
+from auditwheel.lddtree import DynamicExecutable, ldd
 from auditwheel.libc import Libc
 from auditwheel.policy import Policy, WheelPolicies
 
@@ -78,6 +78,34 @@ def _versioned(paths: list[Path]) -> dict[str, set[str]]:
     return out
 
 
+def _external(tree: DynamicExecutable, policy: Policy, root: Path) -> dict[str, Path | None]:
+    """Libraries ``tree`` needs (transitively) that neither the policy nor the wheel provides.
+
+    The same walk as auditwheel's ``WheelPolicies.lddtree_external_references``,
+    for the one policy chosen; that function evaluates every policy and re-reads
+    the whole symbol table of each file per policy for its blacklist check, which
+    costs about 15 s on libtorch_cpu.so.  Excluded libraries never enter the tree.
+    """
+    def keep(soname: str) -> bool:
+        return "ld-linux" not in soname and soname not in policy.whitelist
+
+    out: dict[str, Path | None] = {}
+    seen: set[str] = set()
+    todo = [n for n in tree.needed if keep(n)]
+    while todo:
+        lib = todo.pop()
+        if lib in seen or lib not in tree.libraries:
+            continue
+        seen.add(lib)
+        dep = tree.libraries[lib]
+        real = dep.realpath
+        if real is not None and (real == root or root in real.parents):
+            continue  # resolved inside the wheel through its RPATH
+        out[lib] = real
+        todo.extend(n for n in dep.needed if keep(n))
+    return out
+
+
 def _hashed_name(src: Path) -> str:
     h = hashlib.sha256()
     with src.open("rb") as f:
@@ -118,8 +146,7 @@ def repair(config: Config, staged: Staged, patcher: ElfPatcher,
         externals.clear()
         needers.clear()
         for path, tree in trees.items():
-            refs = policies.lddtree_external_references(tree, staged.root)
-            for soname, real in refs[policy.name].libs.items():
+            for soname, real in _external(tree, policy, staged.root).items():
                 if real is None:
                     rel = path.relative_to(staged.root).as_posix()
                     raise RepairError("a dependency is neither in the wheel, excluded, nor on this system",

@@ -15,6 +15,7 @@ import email.parser
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -121,12 +122,19 @@ def verify(config: Config, wheel: Path, *, preflight: str = "auto") -> Verified:
             raise VerifyError("torch-fl-preflight is not installed", "--preflight require",
                               "pip install ./preflight")
         return Verified(members, elf_records, "not installed")
-    args = [*cmd, "--wheel", str(wheel), "--platform", config.recipe.platform]
-    if not config.recipe.stand_in and preflight == "release":
+    args = [*cmd, "--wheel", str(wheel), "--platform", config.recipe.platform, "--python", config.python]
+    if not config.recipe.stand_in:
+        # The release gate: provenance (SDK, vendor torch, companions) must be recorded.
         args.append("--release")
-    proc = subprocess.run(args, capture_output=True, text=True)
+    env = dict(os.environ)
+    sdk = config.recipe.sdk
+    if sdk and sdk.env and config.sdk_root is not None:
+        # This runner is the target too: point preflight's runtime checks at the SDK we built with.
+        env[sdk.env] = str(config.sdk_root)
+    proc = subprocess.run(args, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-        raise VerifyError("torch-fl-preflight rejects the wheel", (lines[-1] if lines else "?")[:300],
+        lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+        failed = [ln for ln in lines if ln.startswith("FAIL ")] or lines[-1:] or ["?"]
+        raise VerifyError("torch-fl-preflight rejects the wheel", "; ".join(failed)[:400],
                           "fix what it names, then rebuild")
     return Verified(members, elf_records, "passed", {"preflight": " ".join(args[1:])})

@@ -434,6 +434,8 @@ def configure(
         raise ConfigureError("--compress-level out of range", compress_level, "use 0..9")
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigureError("--out is not a directory", out_dir, "pass a directory")
+    if sdk_version is not None:
+        check_concrete_version(sdk_version, "--sdk-version", "pass the real version, e.g. --sdk-version 3.8.1")
     torch, torch_lib = installed_torch()
     root = _resolve_sdk_root(recipe, sdk_root)
     vendor = _resolve_vendor(recipe, vendor_torch, torch, torch_lib)

@@ -46,8 +46,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--from-wheel", type=Path, help="skip the build stage and start from this built torch_fl wheel")
     p.add_argument("--compress-level", type=int, default=6, help="deflate level of the final wheel, 0-9 (default 6)")
     p.add_argument("--jobs", type=int, default=None, help="compression threads (default: CPU count)")
-    p.add_argument("--preflight", choices=("auto", "off", "require", "release"), default="auto",
-                   help="run torch-fl-preflight on the result: when installed (auto), never, always, or with --release")
+    p.add_argument("--preflight", choices=("auto", "off", "require"), default="auto",
+                   help="run torch-fl-preflight --release on the result: when installed (auto), never, or always")
     p.add_argument("--keep-work", action="store_true", help="keep the temporary work directory")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document on stdout")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
