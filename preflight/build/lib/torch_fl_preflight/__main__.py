@@ -1,0 +1,3 @@
+from torch_fl_preflight.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,329 @@
+"""The static load gates: would the dynamic loader accept every ELF file of the wheel, once installed?
+
+For each ELF file of the payload, at its installed path:
+
+* needed   - every DT_NEEDED resolves, in the loader's order (glibc elf/dl-load.c, _dl_map_object):
+             libraries already in the process (the interpreter's own closure, and what `import torch`
+             or torch_fl's bootstrap has loaded by then), DT_RPATH of the object and of its loaders
+             (ignored when the object has DT_RUNPATH), LD_LIBRARY_PATH, DT_RUNPATH, then the target
+             environment's torch/lib, its nvidia/*/lib package directories and the manifest's runtime
+             directories (where the bootstrap points the loader), then /etc/ld.so.cache and the
+             built-in directories. A candidate of another ELF class or machine is skipped, as the
+             loader skips it.
+* versions - every DT_VERNEED version (GLIBC_2.34, GLIBCXX_3.4.30, ...) is defined by the library
+             that resolved for that name; weak version needs are allowed to be missing.
+* symbols  - every undefined, non-weak dynamic symbol is defined in the object's lookup scope: the
+             interpreter's closure, the libraries preloaded RTLD_GLOBAL, the object and its resolved
+             dependency closure. Versioned references need that version; GNU_UNIQUE counts.
+* rpath    - no RPATH/RUNPATH entry is absolute outside the manifest's declared prefixes, nor
+             relative without $ORIGIN (which would resolve against the working directory).
+
+Nothing is loaded or executed: files are read with elf_reader.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch_fl_preflight import ld_cache
+from torch_fl_preflight.elf_reader import ElfInfo, read_elf_file
+from torch_fl_preflight.errors import ElfError
+from torch_fl_preflight.host_env import HostEnv, nvidia_lib_dirs
+from torch_fl_preflight.payload import ElfMember
+from torch_fl_preflight.report import SubjectReport
+
+MAX_DETAILS = 200
+
+
+@dataclass(frozen=True)
+class Resolved:
+    name: str  # the DT_NEEDED string
+    path: str | None  # None: not found
+    via: str  # loaded, rpath, ld_library_path, runpath, torch, nvidia, runtime, cache, default, wheel
+
+
+@dataclass
+class Closure:
+    """One object's dependency closure, breadth-first, as the loader builds its local scope."""
+
+    root: str
+    order: list[str] = field(default_factory=list)  # installed paths, root first
+    edges: dict[str, list[Resolved]] = field(default_factory=dict)  # object path -> its resolved needs
+    missing: list[tuple[str, str]] = field(default_factory=list)  # (needed, required by)
+
+
+def expand_origin(entry: str, origin_dir: str) -> str | None:
+    """$ORIGIN / ${ORIGIN} -> the object's directory; other dynamic tokens ($LIB, $PLATFORM) -> None."""
+    out = entry.replace("${ORIGIN}", origin_dir).replace("$ORIGIN", origin_dir)
+    if "$" in out:
+        return None
+    return os.path.normpath(out)
+
+
+class LoaderModel:
+    """The loader's view of one target environment, with the payload laid out at its install paths."""
+
+    def __init__(self, host: HostEnv, members: list[ElfMember], manifest: dict[str, Any] | None) -> None:
+        self.host = host
+        self.virtual: dict[str, ElfInfo] = {m.installed: m.info for m in members}
+        self._disk: dict[str, ElfInfo | None] = {}
+        self.cache = ld_cache.system_cache()
+        self.default_dirs = ld_cache.default_dirs(host.machine)
+        self.torch_lib = host.torch.lib if host.torch else None
+        self.nvidia_dirs = nvidia_lib_dirs(host)
+        self.runtime_dirs = runtime_directories(manifest, host.environ) if manifest else []
+        self.kind = manifest["bundle"]["kind"] if manifest else "none"
+        bundle_dir = manifest["bundle"]["directory"] if manifest else None
+        self.bundle = [m for m in members if bundle_dir and os.path.dirname(m.path) == bundle_dir.rstrip("/")]
+        try:
+            self.exe_info: ElfInfo | None = read_elf_file(host.executable_real)
+        except ElfError:
+            self.exe_info = None
+        self.loaded: dict[str, str] = {}
+        self.global_scope: list[str] = []
+        self._build_process()
+
+    # --- files -----------------------------------------------------------------------------------
+    def info(self, path: str) -> ElfInfo | None:
+        if path in self.virtual:
+            return self.virtual[path]
+        if path not in self._disk:
+            try:
+                self._disk[path] = read_elf_file(path) if os.path.isfile(path) else None
+            except ElfError:
+                self._disk[path] = None  # the loader would skip a file it cannot map
+        return self._disk[path]
+
+    def exists(self, path: str) -> bool:
+        return path in self.virtual or os.path.isfile(path)
+
+    # --- the process before the plugin loads --------------------------------------------------------
+    def _build_process(self) -> None:
+        if self.exe_info is not None:
+            exe = self.host.executable_real
+            self.virtual.setdefault(exe, self.exe_info)
+            c = self.closure(exe)
+            self.global_scope.extend(c.order)
+            for p in c.order:
+                soname = self._soname(p)
+                self.loaded.setdefault(soname, p)
+        # cuda-assets: the bootstrap dlopens the bundled libraries RTLD_GLOBAL before torch initialises;
+        # forked-libtorch: the bootstrap's view of torch/lib resolves torch's names to the bundled copies.
+        if self.kind in ("cuda-assets", "forked-libtorch"):
+            for m in self.bundle:
+                self.loaded.setdefault(m.info.soname or os.path.basename(m.installed), m.installed)
+            if self.kind == "cuda-assets":
+                self.global_scope.extend(m.installed for m in self.bundle)
+
+    def _soname(self, path: str) -> str:
+        info = self.info(path)
+        return (info.soname if info and info.soname else None) or os.path.basename(path)
+
+    # --- search ----------------------------------------------------------------------------------
+    def _dirs_from(self, entries: Iterable[str], obj_path: str) -> list[str]:
+        out = []
+        for e in entries:
+            d = expand_origin(e, os.path.dirname(obj_path))
+            if d is not None:
+                out.append(d)
+        return out
+
+    def find(self, name: str, obj_path: str, loaders: list[str]) -> Resolved:
+        obj = self.info(obj_path)
+        assert obj is not None
+        want = obj.abi_key
+
+        def ok(path: str) -> bool:
+            i = self.info(path)
+            return i is not None and i.abi_key == want
+
+        if "/" in name:
+            p = os.path.normpath(os.path.join(os.path.dirname(obj_path), name)) if not name.startswith("/") else name
+            return Resolved(name, p if ok(p) else None, "path")
+        if name in self.loaded and ok(self.loaded[name]):
+            return Resolved(name, self.loaded[name], "loaded")
+        searches: list[tuple[str, list[str]]] = []
+        if not obj.runpath:
+            rp = self._dirs_from(obj.rpath, obj_path)
+            for ld in loaders:  # DT_RPATH of each loader up the chain, unless it has DT_RUNPATH
+                li = self.info(ld)
+                if li is not None and not li.runpath:
+                    rp.extend(self._dirs_from(li.rpath, ld))
+            searches.append(("rpath", rp))
+        searches.append(("ld_library_path", list(self.host.ld_library_path)))
+        searches.append(("runpath", self._dirs_from(obj.runpath, obj_path)))
+        if self.torch_lib:
+            searches.append(("torch", [self.torch_lib]))
+        searches.append(("nvidia", self.nvidia_dirs))
+        searches.append(("runtime", self.runtime_dirs))
+        for via, dirs in searches:
+            for d in dirs:
+                cand = os.path.join(d, name)
+                if self.exists(cand) and ok(cand):
+                    return Resolved(name, cand, via)
+        for cand in self.cache.get(name, []):
+            if ok(cand):
+                return Resolved(name, cand, "cache")
+        for d in self.default_dirs:
+            cand = os.path.join(d, name)
+            if os.path.isfile(cand) and ok(cand):
+                return Resolved(name, cand, "default")
+        return Resolved(name, None, "")
+
+    def closure(self, root: str) -> Closure:
+        c = Closure(root)
+        seen = {root}
+        queue: deque[tuple[str, list[str]]] = deque([(root, [])])
+        while queue:
+            path, loaders = queue.popleft()
+            c.order.append(path)
+            info = self.info(path)
+            if info is None:
+                continue
+            edges = []
+            for need in info.needed:
+                r = self.find(need, path, loaders)
+                edges.append(r)
+                if r.path is None:
+                    c.missing.append((need, path))
+                elif r.path not in seen:
+                    seen.add(r.path)
+                    queue.append((r.path, [path, *loaders]))
+            c.edges[path] = edges
+        return c
+
+
+def runtime_directories(manifest: dict[str, Any], environ: dict[str, str]) -> list[str]:
+    """The manifest's target-side directories, re-rooted where their environment variable is set.
+
+    A directory's `env` names the SDK root variable (e.g. MACA_PATH). When it is set, the part of
+    the path under the longest matching declared prefix (sdk.root.default, runtime.prefixes) moves
+    under the variable's value; when no prefix matches, the value is the directory itself.
+    """
+    prefixes = sorted(declared_prefixes(manifest), key=len, reverse=True)
+    out = []
+    for d in manifest["runtime"]["directories"]:
+        path = d["path"]
+        env = d.get("env")
+        if env and environ.get(env):
+            root = environ[env]
+            for p in prefixes:
+                if path == p or path.startswith(p.rstrip("/") + "/"):
+                    path = os.path.join(root, os.path.relpath(path, p))
+                    break
+            else:
+                path = root
+        out.append(os.path.normpath(path))
+    return out
+
+
+def declared_prefixes(manifest: dict[str, Any]) -> list[str]:
+    rt = manifest["runtime"]
+    if "prefixes" in rt:
+        out = list(rt["prefixes"])
+    else:
+        out = [os.path.dirname(d["path"].rstrip("/")) or "/" for d in rt["directories"]]
+        out += [d["path"] for d in rt["directories"]]
+    root = manifest.get("sdk", {}).get("root")
+    if root:
+        out.append(root["default"])
+    return [os.path.normpath(p) for p in out]
+
+
+@dataclass(frozen=True)
+class GateResult:
+    external: dict[str, dict[str, str | None]]  # member -> {needed soname: resolved path outside payload}
+    missing_symbols: dict[str, list[str]]
+
+
+def run_gates(model: LoaderModel, members: list[ElfMember], manifest: dict[str, Any] | None,
+              report: SubjectReport) -> GateResult:
+    missing_needed: list[str] = []
+    missing_versions: list[str] = []
+    missing_symbols: dict[str, list[str]] = {}
+    bad_rpath: list[str] = []
+    external: dict[str, dict[str, str | None]] = {}
+    prefixes = declared_prefixes(manifest) if manifest else []
+    payload_paths = {m.installed for m in members}
+    n_refs = 0
+
+    for m in members:
+        c = model.closure(m.installed)
+        for need, by in c.missing:
+            who = m.path if by == m.installed else f"{m.path} (via {os.path.basename(by)})"
+            missing_needed.append(f"{who}: {need} not found")
+        ext: dict[str, str | None] = {}
+        for obj in c.order:
+            for r in c.edges.get(obj, []):
+                if r.path is None or r.path not in payload_paths:
+                    ext.setdefault(r.name, r.path)
+        external[m.path] = ext
+
+        # versions: each DT_VERNEED file must define the versions (dl-version.c, match_symbol)
+        direct = {r.name: r.path for r in c.edges.get(m.installed, [])}
+        for vn in m.info.verneed:
+            target = direct.get(vn.file)
+            tinfo = model.info(target) if target else None
+            if tinfo is None:
+                continue  # already reported as a missing DT_NEEDED
+            have = set(tinfo.verdef)
+            for vname, weak in vn.versions:
+                if not weak and vname not in have:
+                    missing_versions.append(f"{m.path}: {vn.file} ({target}) lacks version {vname}")
+
+        # symbols: the lookup scope is the global scope, then the object's local scope
+        scope_paths = list(dict.fromkeys([*model.global_scope, *c.order]))
+        scope = [i for i in (model.info(p) for p in scope_paths) if i is not None]
+        gone: list[str] = []
+        for ref in m.info.undefined:
+            if ref.weak:
+                continue
+            n_refs += 1
+            if not any(s.defines(ref.name, ref.version) for s in scope):
+                gone.append(ref.name + (f"@{ref.version}" if ref.version else ""))
+        if gone:
+            missing_symbols[m.path] = gone
+
+        for kind, entries in (("RPATH", m.info.rpath), ("RUNPATH", m.info.runpath)):
+            for e in entries:
+                if e.startswith(("$ORIGIN", "${ORIGIN}")):
+                    continue
+                if not e.startswith("/"):
+                    bad_rpath.append(f"{m.path}: {kind} {e!r} is relative without $ORIGIN")
+                elif not any(e == p or e.startswith(p.rstrip("/") + "/") for p in prefixes):
+                    bad_rpath.append(f"{m.path}: {kind} {e!r} is outside the declared prefixes {prefixes}")
+
+    n = len(members)
+    if missing_needed:
+        report.fail("elf.needed", f"{len(missing_needed)} DT_NEEDED libraries would not be found",
+                    "install what provides them (the wheel's requirements, the vendor runtime) or fix the "
+                    "wheel's RPATH", tuple(missing_needed[:MAX_DETAILS]))
+    else:
+        report.ok("elf.needed", f"every DT_NEEDED of {n} ELF file(s) resolves")
+    if missing_versions:
+        report.fail("elf.versions", f"{len(missing_versions)} symbol version(s) missing on this host",
+                    "the host's glibc/libstdc++ is older than the wheel needs; use a wheel built for an "
+                    "older toolchain (lower manylinux tag) or upgrade the system libraries",
+                    tuple(missing_versions[:MAX_DETAILS]))
+    else:
+        report.ok("elf.versions", "every required symbol version (GLIBC_*, GLIBCXX_*, ...) is provided")
+    if missing_symbols:
+        total = sum(len(v) for v in missing_symbols.values())
+        details = tuple(f"{p}: {s}" for p, syms in missing_symbols.items() for s in syms)
+        report.fail("elf.symbols", f"{total} undefined symbol(s) in {len(missing_symbols)} file(s) are defined "
+                    "nowhere in their load scope",
+                    "the libraries they expect differ from the installed ones (another torch build?); "
+                    "install the torch the wheel requires", details[:MAX_DETAILS])
+    else:
+        report.ok("elf.symbols", f"all {n_refs} undefined non-weak symbol references bind")
+    if bad_rpath:
+        report.fail("elf.rpath", f"{len(bad_rpath)} RPATH/RUNPATH entries point outside the install",
+                    "rebuild with $ORIGIN-relative RPATHs or declare the vendor prefix in the recipe",
+                    tuple(bad_rpath))
+    else:
+        report.ok("elf.rpath", "RPATH/RUNPATH entries are $ORIGIN-relative or under declared prefixes")
+    return GateResult(external, missing_symbols)

@@ -1,0 +1,206 @@
+"""Host checks: does the target interpreter and environment fit what the wheel records?"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from torch_fl_preflight.elf_gates import LoaderModel, runtime_directories
+from torch_fl_preflight.host_env import HostEnv, supported_tags
+from torch_fl_preflight.manifest_checks import PINNING_KINDS, is_exact_pin, torch_requirement
+from torch_fl_preflight.report import SubjectReport
+
+MAX_VERSION_FILE = 1 << 16
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    sdk_version: str | None = None
+    require_sdk: bool = False
+    strict_tested: bool = False
+    check_installed: bool = False
+    check_build_env: bool = False
+
+
+def check_tags(host: HostEnv, wheel_tags: frozenset[str], report: SubjectReport) -> None:
+    supported = supported_tags(host)
+    ok = [t for t in supported if t in wheel_tags]
+    py = ".".join(map(str, host.python_version))
+    if ok:
+        report.ok("host.tags", f"Python {py} ({host.executable}) accepts {ok[0]}")
+    else:
+        report.fail("host.tags", f"Python {py} ({host.executable}, most specific tag {supported[0]}) accepts none "
+                    f"of the wheel's tags {sorted(wheel_tags)}",
+                    "install the wheel built for this Python and platform, or run it with the Python it was built "
+                    "for")
+
+
+def torch_cxx11_abi(model: LoaderModel) -> bool | None:
+    """The installed torch's C++ ABI, from libc10.so's exported names (std::__cxx11 appears only in the new ABI)."""
+    if model.torch_lib is None:
+        return None
+    info = model.info(os.path.join(model.torch_lib, "libc10.so"))
+    if info is None:
+        return None
+    return any("cxx11" in name for name in info.defined)
+
+
+def _release(v: Version) -> Version:
+    return Version(v.base_version)
+
+
+def check_torch_install(host: HostEnv, manifest: dict[str, Any], model: LoaderModel, opts: HostOptions,
+                        report: SubjectReport) -> None:
+    req = torch_requirement(manifest)
+    t = manifest["torch"]
+    if host.torch is None:
+        report.fail("host.torch", f"torch is not installed in {host.prefix}",
+                    f"pip install '{req}' (the CPU build is enough) into that environment")
+        return
+    try:
+        have = Version(host.torch.version)
+    except InvalidVersion:
+        report.fail("host.torch", f"installed torch has an invalid version {host.torch.version!r}", "reinstall torch")
+        return
+    problems = []
+    if not req.specifier.contains(have, prereleases=True):
+        problems.append(f"installed torch {have} does not satisfy {req}")
+    kind = manifest["bundle"]["kind"]
+    if kind in PINNING_KINDS and is_exact_pin(req.specifier) and host.torch.git_version and \
+            host.torch.git_version != t["git_version"]:
+        problems.append(f"installed torch is git {host.torch.git_version[:12]}, the bundled libraries were built "
+                        f"from {t['git_version'][:12]}")
+    abi = torch_cxx11_abi(model)
+    if abi is not None and abi != t["cxx11_abi"]:
+        problems.append(f"installed torch uses the {'new' if abi else 'old'} C++ ABI, the wheel was built with "
+                        f"the {'new' if t['cxx11_abi'] else 'old'} one")
+    built = Version(t["version"])
+    if opts.strict_tested and _release(have) != _release(built):
+        problems.append(f"installed torch {have} is not the tested build torch {built}")
+    if opts.check_build_env:
+        if str(have) != str(built):
+            problems.append(f"build environment torch {have} is not {built}")
+        if host.torch.git_version != t["git_version"]:
+            problems.append(f"build environment torch git {host.torch.git_version} is not {t['git_version']}")
+    if problems:
+        report.fail("host.torch", "; ".join(problems), f"install {req} from the index the wheel's platform uses")
+    else:
+        note = "" if _release(have) == _release(built) else f" (built with {built})"
+        report.ok("host.torch", f"torch {have} satisfies {req}{note}"
+                  + ("" if abi is None else f", C++ ABI {'cxx11' if abi else 'pre-cxx11'}"))
+
+
+def check_runtime_dirs(host: HostEnv, manifest: dict[str, Any], report: SubjectReport) -> None:
+    dirs = manifest["runtime"]["directories"]
+    if not dirs:
+        report.ok("host.runtime", "the wheel needs no target-side runtime directory")
+        return
+    resolved = runtime_directories(manifest, host.environ)
+    problems = []
+    for d, path in zip(dirs, resolved):
+        if not os.path.isdir(path):
+            hint = f" (set {d['env']} if it lives elsewhere)" if d.get("env") else ""
+            problems.append(f"{path}: missing{hint}")
+            continue
+        problems += [f"{path}/{lib}: missing" for lib in d["libraries"] if not os.path.exists(os.path.join(path, lib))]
+    if problems:
+        report.fail("host.runtime", f"{len(problems)} runtime location(s) missing",
+                    f"install the {manifest['sdk']['name']} runtime, or point its environment variable at it",
+                    tuple(problems))
+    else:
+        report.ok("host.runtime", f"{len(resolved)} runtime director(y/ies) hold the libraries the wheel needs")
+
+
+def read_sdk_version(host: HostEnv, manifest: dict[str, Any]) -> tuple[str | None, str]:
+    """(version, where) read from the SDK tree the manifest describes; version None when unreadable."""
+    sdk = manifest["sdk"]
+    root_spec = sdk.get("root")
+    if not root_spec:
+        return None, "the manifest does not say where the SDK lives"
+    env = root_spec.get("env")
+    root = host.environ.get(env, "") if env else ""
+    root = root or root_spec["default"]
+    if not os.path.isdir(root):
+        return None, f"SDK root {root} does not exist"
+    vf = sdk.get("version_file")
+    if not vf:
+        return None, f"the manifest does not say how to read the version under {root}"
+    path = os.path.join(root, vf)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(MAX_VERSION_FILE)
+    except OSError:
+        return None, f"{path} is not readable"
+    pattern = sdk.get("version_pattern")
+    if pattern:
+        m = re.search(pattern, text)
+        found = m.group(1) if m and m.groups() else (m.group(0) if m else None)
+    else:
+        found = next((ln.strip() for ln in text.splitlines() if ln.strip()), None)
+    return found, path
+
+
+def check_sdk(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, report: SubjectReport) -> None:
+    sdk = manifest["sdk"]
+    recorded = sdk.get("version")
+    found, where = read_sdk_version(host, manifest)
+    target = opts.sdk_version or found
+    source = "--sdk-version" if opts.sdk_version else where
+    if opts.sdk_version and found and found != opts.sdk_version:
+        report.warn("host.sdk", f"--sdk-version {opts.sdk_version} but {where} says {found}",
+                    "pass the version of the SDK actually installed")
+    if target is None:
+        msg = f"{sdk['name']} SDK version unknown on this host: {where}"
+        if opts.require_sdk:
+            report.fail("host.sdk", msg, "install the SDK, or pass --sdk-version")
+        else:
+            report.skip("host.sdk", msg)
+        return
+    if recorded is None:
+        report.warn("host.sdk", f"host has {sdk['name']} {target} ({source}); the wheel does not record the SDK "
+                    "version it was built with", "prefer a release wheel, which records it")
+    elif recorded != target:
+        msg = f"host has {sdk['name']} {target} ({source}), the wheel was built and tested with {recorded}"
+        fix = "install the wheel built for this SDK version, or that SDK"
+        if opts.strict_tested:
+            report.fail("host.sdk", msg, fix)
+        else:
+            report.warn("host.sdk", msg, fix)
+    else:
+        report.ok("host.sdk", f"{sdk['name']} {target} ({source}) is the version the wheel was built with")
+
+
+def _marker_env(host: HostEnv) -> dict[str, str]:
+    major, minor, micro = host.python_version
+    return {"python_version": f"{major}.{minor}", "python_full_version": f"{major}.{minor}.{micro}",
+            "platform_machine": host.machine, "implementation_name": host.implementation,
+            "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+
+
+def check_requirements_installed(host: HostEnv, requires: tuple[Requirement, ...], report: SubjectReport) -> None:
+    problems = []
+    env = _marker_env(host)
+    for req in requires:
+        if req.marker is not None and not req.marker.evaluate(env):  # type: ignore[arg-type]
+            continue
+        have = host.distributions.get(canonicalize_name(req.name))
+        if have is None:
+            problems.append(f"{req}: not installed")
+            continue
+        try:
+            ok = req.specifier.contains(Version(have[0]), prereleases=True)
+        except InvalidVersion:
+            ok = False
+        if not ok:
+            problems.append(f"{req}: {have[0]} is installed")
+    if problems:
+        report.fail("host.requirements", f"{len(problems)} requirement(s) of the wheel not met in {host.prefix}",
+                    "pip install the wheel (pip resolves them) or install them first", tuple(problems))
+    else:
+        report.ok("host.requirements", f"all {len(requires)} requirement(s) are installed")

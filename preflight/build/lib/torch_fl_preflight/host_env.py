@@ -1,0 +1,154 @@
+"""The target environment: what the host probe reported, and the tags that interpreter accepts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging import tags as ptags
+
+from torch_fl_preflight import host_probe
+from torch_fl_preflight.errors import HostProbeError
+
+PROBE_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class TorchInstall:
+    version: str
+    location: str
+    lib: str
+    git_version: str | None
+
+
+@dataclass(frozen=True)
+class HostEnv:
+    executable: str
+    executable_real: str
+    implementation: str
+    python_version: tuple[int, int, int]
+    soabi: str
+    gil_disabled: bool
+    debug: bool
+    machine: str
+    glibc: tuple[int, int] | None
+    prefix: str
+    platlib: str
+    site_dirs: tuple[str, ...]
+    distributions: dict[str, tuple[str, str]] = field(compare=False)  # normalized name -> (version, location)
+    torch: TorchInstall | None = None
+    environ: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def ld_library_path(self) -> tuple[str, ...]:
+        return tuple(p for p in self.environ.get("LD_LIBRARY_PATH", "").split(":") if p)
+
+
+def probe_host(python: str | None, env_names: tuple[str, ...] = ()) -> HostEnv:
+    """Describe this interpreter (python=None) or another one, by running host_probe there."""
+    if python is None:
+        data = host_probe.probe(env_names)
+    else:
+        source = Path(host_probe.__file__).read_text("utf-8")
+        try:
+            proc = subprocess.run([python, "-", *env_names], input=source, capture_output=True, text=True,
+                                  timeout=PROBE_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise HostProbeError(f"cannot run the interpreter {python} ({exc})",
+                                 "pass --python the path of a working python executable") from exc
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise HostProbeError(f"{python} failed to describe itself ({last[:200]})",
+                                 "pass --python a Python 3.8+ interpreter")
+        try:
+            data = json.loads(proc.stdout)
+        except ValueError as exc:
+            raise HostProbeError(f"{python} printed no probe result", "pass --python a Python interpreter") from exc
+    return host_from_probe(data)
+
+
+def host_from_probe(data: dict[str, Any]) -> HostEnv:
+    try:
+        m = re.match(r"glibc (\d+)\.(\d+)", data.get("libc") or "")
+        torch = data.get("torch")
+        dists = {k: (v["version"], v["location"]) for k, v in data["distributions"].items()}
+        return HostEnv(
+            executable=data["executable"],
+            executable_real=data["executable_real"],
+            implementation=data["implementation"],
+            python_version=tuple(data["version"]),  # type: ignore[arg-type]
+            soabi=data["soabi"],
+            gil_disabled=bool(data["gil_disabled"]),
+            debug=bool(data["debug"]),
+            machine=data["machine"],
+            glibc=(int(m.group(1)), int(m.group(2))) if m else None,
+            prefix=data["prefix"],
+            platlib=data["platlib"],
+            site_dirs=tuple(dict.fromkeys([data["platlib"], data["purelib"], *data["site_dirs"]])),
+            distributions=dists,
+            torch=TorchInstall(torch["version"], torch["location"], torch["lib"], torch.get("git_version"))
+            if torch else None,
+            environ=dict(data.get("environ", {})),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HostProbeError(f"the host probe's answer is incomplete ({exc!r})",
+                             "the interpreter is unusual; report this with --debug output") from exc
+
+
+_LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+
+
+def _platforms(host: HostEnv) -> list[str]:
+    arch = host.machine
+    out: list[str] = []
+    if host.glibc is not None and host.glibc[0] == 2:
+        for minor in range(host.glibc[1], 4, -1):
+            out.append(f"manylinux_2_{minor}_{arch}")
+            if minor in _LEGACY and arch in ("x86_64", "i686", "aarch64", "ppc64le", "s390x", "armv7l"):
+                out.append(f"{_LEGACY[minor]}_{arch}")
+    out.append(f"linux_{arch}")
+    return out
+
+
+def supported_tags(host: HostEnv) -> list[str]:
+    """The tags the target interpreter accepts, most specific first (packaging.tags, computed remotely)."""
+    major, minor = host.python_version[0], host.python_version[1]
+    platforms = _platforms(host)
+    out: list[ptags.Tag] = []
+    if host.implementation == "cpython":
+        m = re.match(r"cpython-(\d+)(\w*?)-", host.soabi)
+        abi = f"cp{m.group(1)}{m.group(2)}" if m else f"cp{major}{minor}" + ("t" if host.gil_disabled else "")
+        out.extend(ptags.cpython_tags((major, minor), [abi], platforms))
+        interp = f"cp{major}{minor}"
+    else:
+        interp = f"{host.implementation[:2]}{major}{minor}"
+        abi = re.sub(r"[-.]", "_", host.soabi.split("-")[0] + "_" + host.soabi.split("-")[1]) if "-" in host.soabi \
+            else "none"
+        out.extend(ptags.generic_tags(interp, [abi], platforms))
+    out.extend(ptags.compatible_tags((major, minor), interp, platforms))
+    return [str(t) for t in dict.fromkeys(out)]
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def nvidia_lib_dirs(host: HostEnv) -> list[str]:
+    """site-packages/nvidia/<component>/lib (CUDA 12 layout) and nvidia/cu13/lib (CUDA 13 layout)."""
+    out: list[str] = []
+    for site_dir in host.site_dirs:
+        base = os.path.join(site_dir, "nvidia")
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for name in names:
+            lib = os.path.join(base, name, "lib")
+            if os.path.isdir(lib):
+                out.append(lib)
+    return out

@@ -1,0 +1,136 @@
+"""The files being checked, wherever they are: inside a wheel, or installed in site-packages.
+
+Both give: the list of files with sizes, their sha256, their first bytes, their ELF view, and the
+path each has (or would have) once installed, which is what `$ORIGIN` expands to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Protocol
+
+from torch_fl_preflight.elf_reader import ElfInfo, FileSource, is_elf_prefix, read_elf
+from torch_fl_preflight.errors import ElfError, WheelError
+from torch_fl_preflight.wheel_reader import WheelArchive
+
+# Wheel install schemes that land in site-packages (PEP 427 .data/<scheme>/ directories).
+_SITE_SCHEMES = ("purelib", "platlib")
+
+
+class Payload(Protocol):
+    label: str
+
+    def paths(self) -> list[str]: ...
+    def size(self, path: str) -> int: ...
+    def head(self, path: str, n: int) -> bytes: ...
+    def elf(self, path: str) -> ElfInfo: ...
+    def installed_path(self, path: str) -> str | None: ...
+
+
+def install_relpath(member: str) -> str | None:
+    """Where a wheel member lands relative to site-packages, or None outside it (scripts, headers, data)."""
+    first, _, rest = member.partition("/")
+    if first.endswith(".data"):
+        scheme, _, inner = rest.partition("/")
+        return inner if scheme in _SITE_SCHEMES and inner else None
+    return member
+
+
+class WheelPayload:
+    def __init__(self, whl: WheelArchive, site_dir: str) -> None:
+        self.whl = whl
+        self.label = whl.path
+        self.site_dir = site_dir
+        self._elf: dict[str, ElfInfo] = {}
+
+    def paths(self) -> list[str]:
+        return list(self.whl.members)
+
+    def size(self, path: str) -> int:
+        return self.whl.members[path].size
+
+    def head(self, path: str, n: int) -> bytes:
+        return self.whl.head(path, n)
+
+    def elf(self, path: str) -> ElfInfo:
+        if path not in self._elf:
+            with ExitStack() as stack:
+                src, fh = self.whl.prefix_source(path)
+                stack.callback(fh.close)
+                self._elf[path] = read_elf(src)
+        return self._elf[path]
+
+    def installed_path(self, path: str) -> str | None:
+        rel = install_relpath(path)
+        return os.path.normpath(os.path.join(self.site_dir, rel)) if rel is not None else None
+
+
+class InstalledPayload:
+    """An installed distribution: the files its RECORD lists, under its site-packages directory."""
+
+    def __init__(self, site_dir: str, files: list[str], label: str) -> None:
+        self.site_dir = site_dir
+        self.label = label
+        self._files = [f for f in files if install_relpath(f) is not None and not f.startswith("../")]
+        self._elf: dict[str, ElfInfo] = {}
+
+    def _abs(self, path: str) -> str:
+        return os.path.join(self.site_dir, path)
+
+    def paths(self) -> list[str]:
+        return [f for f in self._files if os.path.isfile(self._abs(f))]
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(self._abs(path))
+
+    def head(self, path: str, n: int) -> bytes:
+        try:
+            with open(self._abs(path), "rb") as fh:
+                return fh.read(n)
+        except OSError as exc:
+            raise WheelError(f"cannot read installed file {path} ({exc.strerror})", "reinstall torch_fl") from exc
+
+    def digest(self, path: str) -> str:
+        h = hashlib.sha256()
+        with open(self._abs(path), "rb") as fh:
+            for chunk in iter(lambda: fh.read(4 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+
+    def elf(self, path: str) -> ElfInfo:
+        if path not in self._elf:
+            try:
+                src = FileSource(self._abs(path))
+            except OSError as exc:
+                raise ElfError(f"cannot read {path} ({exc.strerror})", "reinstall torch_fl") from exc
+            self._elf[path] = read_elf(src)
+        return self._elf[path]
+
+    def installed_path(self, path: str) -> str | None:
+        return os.path.normpath(self._abs(path))
+
+
+@dataclass(frozen=True)
+class ElfMember:
+    path: str  # wheel member / RECORD path
+    installed: str  # absolute path after installation
+    info: ElfInfo
+
+
+def elf_members(payload: Payload) -> list[ElfMember]:
+    """Every ELF file of the payload (by magic number, not by name), parsed."""
+    out: list[ElfMember] = []
+    for p in payload.paths():
+        if payload.size(p) < 4 or not is_elf_prefix(payload.head(p, 4)):
+            if p.endswith(".so") or ".so." in os.path.basename(p):
+                raise ElfError(f"{p} is named like a shared library but is not ELF",
+                               "the wheel is corrupt; rebuild it")
+            continue
+        installed = payload.installed_path(p)
+        if installed is None:
+            continue
+        out.append(ElfMember(p, installed, payload.elf(p)))
+    return out

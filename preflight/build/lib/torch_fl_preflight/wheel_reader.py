@@ -1,0 +1,163 @@
+"""Open a wheel without trusting it: every member is vetted before anything is inflated.
+
+Refused up front (WheelError, exit 2): not a zip, duplicate names, names that would escape the
+install root (absolute, `..`, backslashes, NUL), symlinks and other non-regular members, and
+members whose declared size or compression ratio is implausible (zip bombs). Corrupt data (bad
+CRC, truncated streams) is reported when a member is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+import zipfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import IO
+
+from torch_fl_preflight.errors import WheelError
+from torch_fl_preflight.elf_reader import StreamPrefixSource
+
+# A libtorch_cuda.so is about 1.3 GB uncompressed; 8 GiB per member and 16 GiB per wheel leave
+# room while refusing absurd declarations before a byte is inflated.
+MAX_MEMBER_SIZE = 8 << 30
+MAX_TOTAL_SIZE = 16 << 30
+# Shared libraries compress 3-6x, text and JSON up to ~20x; a run of zeros deflates ~1000x.
+MAX_RATIO = 100
+RATIO_FLOOR = 1 << 20  # small members may compress well without being suspicious
+HASH_CHUNK = 4 << 20
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    size: int
+    compressed: int
+    crc: int
+
+
+class WheelArchive:
+    """A vetted wheel. Use as a context manager."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._zip = zipfile.ZipFile(path)
+        except FileNotFoundError as exc:
+            raise WheelError(f"no such wheel ({path})", "pass the path of an existing .whl file") from exc
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            raise WheelError(f"{path} is not a readable zip archive ({exc})",
+                             "the download or build is truncated or corrupt; fetch or build it again") from exc
+        try:
+            self.members = self._vet()
+        except WheelError:
+            self._zip.close()
+            raise
+
+    def __enter__(self) -> WheelArchive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._zip.close()
+
+    def _vet(self) -> dict[str, Member]:
+        members: dict[str, Member] = {}
+        total = 0
+        for info in self._zip.infolist():
+            name = info.filename
+            _check_name(name)
+            if name in members:
+                raise WheelError(f"duplicate member {name!r}", "rebuild the wheel; a zip must name each file once")
+            mode = info.external_attr >> 16
+            if info.create_system == 3 and mode and stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
+                kind = "symlink" if stat.S_ISLNK(mode) else "special file"
+                raise WheelError(f"member {name!r} is a {kind}",
+                                 "wheels must hold regular files only; rebuild without links")
+            if info.is_dir():
+                continue
+            if info.file_size > MAX_MEMBER_SIZE:
+                raise WheelError(f"member {name!r} declares {info.file_size} bytes (limit {MAX_MEMBER_SIZE})",
+                                 "refusing to inflate it; this is not a plausible torch_fl wheel")
+            if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+                ratio = info.file_size // max(info.compress_size, 1)
+                raise WheelError(f"member {name!r} compresses {ratio}:1 ({info.file_size} bytes)",
+                                 "refusing to inflate a likely zip bomb; rebuild the wheel")
+            total += info.file_size
+            if total > MAX_TOTAL_SIZE:
+                raise WheelError(f"members declare more than {MAX_TOTAL_SIZE} bytes in total",
+                                 "refusing to inflate; this is not a plausible torch_fl wheel")
+            members[name] = Member(name, info.file_size, info.compress_size, info.CRC)
+        return members
+
+    def open(self, name: str) -> IO[bytes]:
+        try:
+            return self._zip.open(name)
+        except (zipfile.BadZipFile, zlib.error, NotImplementedError, OSError) as exc:
+            raise WheelError(f"cannot open member {name!r} ({exc})", "the wheel is corrupt; rebuild it") from exc
+
+    def read(self, name: str, limit: int) -> bytes:
+        m = self.members.get(name)
+        if m is None:
+            raise WheelError(f"wheel has no {name}", "rebuild the wheel with torch-fl-build")
+        if m.size > limit:
+            raise WheelError(f"{name} declares {m.size} bytes (limit {limit})",
+                             "refusing to read it; the file is not plausible")
+        with self.open(name) as fh:
+            data = _guarded(lambda: fh.read(limit + 1), name)
+        if len(data) > limit:
+            raise WheelError(f"{name} inflates past {limit} bytes", "the wheel is corrupt; rebuild it")
+        return data
+
+    def head(self, name: str, length: int) -> bytes:
+        with self.open(name) as fh:
+            return _guarded(lambda: fh.read(length), name)
+
+    def digest(self, name: str) -> tuple[str, int]:
+        """sha256 hex and length of a member, inflating it in chunks; zipfile checks the CRC at the end."""
+        h = hashlib.sha256()
+        n = 0
+        with self.open(name) as fh:
+            while True:
+                chunk = _guarded(lambda: fh.read(HASH_CHUNK), name)
+                if not chunk:
+                    break
+                n += len(chunk)
+                h.update(chunk)
+        return h.hexdigest(), n
+
+    def prefix_source(self, name: str) -> tuple[StreamPrefixSource, IO[bytes]]:
+        fh = self.open(name)
+        return StreamPrefixSource(f"{self.path}:{name}", fh, self.members[name].size), fh
+
+    def files(self) -> Iterator[Member]:
+        return iter(self.members.values())
+
+
+def _guarded(fn: object, name: str) -> bytes:
+    try:
+        result = fn()  # type: ignore[operator]
+    except zipfile.BadZipFile as exc:
+        raise WheelError(f"member {name!r} is corrupt ({exc})", "the wheel is damaged; fetch or build it again") from exc
+    except (zlib.error, EOFError, OSError) as exc:
+        raise WheelError(f"member {name!r} cannot be inflated ({exc})",
+                         "the wheel is damaged; fetch or build it again") from exc
+    assert isinstance(result, bytes)
+    return result
+
+
+def _check_name(name: str) -> None:
+    if not name or "\0" in name or "\\" in name:
+        raise WheelError(f"member name {name!r} is not a plain relative path",
+                         "rebuild the wheel; member names use forward slashes only")
+    p = PurePosixPath(name)
+    if name.startswith("/") or p.is_absolute():
+        raise WheelError(f"member {name!r} is an absolute path", "refusing a wheel that writes outside its install root")
+    if ".." in p.parts:
+        raise WheelError(f"member {name!r} climbs out with '..'", "refusing a wheel that writes outside its install root")
+    if len(name) > 2 and name[1] == ":":
+        raise WheelError(f"member {name!r} names a drive", "refusing a wheel that writes outside its install root")
