@@ -47,6 +47,11 @@ def is_initialized() -> bool:
     return True
 
 
+def _is_in_bad_fork() -> bool:
+    """torch.manual_seed asks this before seeding; the host runtime survives fork."""
+    return False
+
+
 def _lazy_init() -> None:
     """The runtime initialises when the plugin loads; kept for torch's device-module protocol."""
 
