@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import PUBLISH_SRC, publish_env, run_publish
+from publish_support import PUBLISH_SRC, publish_env, run_publish
 from publish_support import Fault, PyPIServer, fault_proxy, make_wheel, sha256_file
 
 SCHEMA = json.loads((PUBLISH_SRC / "torch_fl_publish" / "result.schema.json").read_text())

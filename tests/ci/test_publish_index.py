@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PUBLISH_SRC
+from publish_support import PUBLISH_SRC
 
 sys.path.insert(0, str(PUBLISH_SRC))  # when torch-fl-publish is not installed
 from torch_fl_publish import credentials, index, release, upload, wheels  # noqa: E402

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import publish_env, run_publish
+from publish_support import publish_env, run_publish
 from publish_support import PyPIServer, make_wheel
 
 FAKE_PREFLIGHT = """\

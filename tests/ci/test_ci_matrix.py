@@ -1,0 +1,89 @@
+"""The release matrix is generated from bundlers/*.toml, and the committed workflow agrees with it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from publish_support import REPO
+
+GENERATE = REPO / "ci" / "generate-matrix"
+
+
+def generate(*args: str, repo: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(repo / "ci" / "generate-matrix"), *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def recipes() -> dict[str, dict[str, Any]]:
+    """The recipes read as plain TOML, independently of the loader the generator uses."""
+    return {p.stem: tomllib.loads(p.read_text()) for p in sorted((REPO / "bundlers").glob("*.toml"))}
+
+
+def test_committed_workflow_agrees_with_recipes() -> None:
+    done = generate("--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_matrix_rows_are_the_recipes_facts() -> None:
+    done = generate("--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["version"] == 1
+    rows = {row["platform"]: row for row in document["include"]}
+    released = {name: r for name, r in recipes().items() if not r.get("stand_in", False)}
+    assert set(rows) == set(released), "one job per released platform, none for stand-ins"
+    for name, recipe in released.items():
+        row = rows[name]
+        assert row["kind"] == recipe["kind"]
+        assert row["python"] == recipe["wheel"]["python"]
+        assert row["lane"] == recipe["wheel"]["index_lane"]
+        assert row["runner"] == recipe["ci"]["runner"]
+        assert row["image"] == recipe["ci"].get("image", "")
+        if row["hosted"]:
+            assert row["runs_on"] == recipe["ci"]["runner"]
+        else:
+            assert row["runs_on"] == ["self-hosted", "linux", recipe["ci"]["runner"]]
+    workflow = (REPO / ".github" / "workflows" / "release.yml").read_text()
+    for name in released:
+        assert f'- platform: "{name}"' in workflow
+
+
+def test_a_changed_recipe_makes_the_check_fail(tmp_path: Path) -> None:
+    copy = tmp_path / "repo"
+    for part in ("bundlers", "packaging/src", ".github", "manifests"):
+        if (REPO / part).exists():
+            shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (copy / "ci").mkdir()
+    shutil.copy2(GENERATE, copy / "ci" / "generate-matrix")
+    recipe = copy / "bundlers" / "metax.toml"
+    recipe.write_text(recipe.read_text().replace('runner = "metax-c500"', 'runner = "metax-c600"'))
+
+    stale = generate("--check", repo=copy)
+    assert stale.returncode == 1
+    assert '+            runner: "metax-c600"' in stale.stdout
+    assert "+    - metax-c600" in stale.stdout  # actionlint's runner labels follow the recipes too
+    assert "run ci/generate-matrix" in stale.stderr
+
+    assert generate(repo=copy).returncode == 0
+    assert generate("--check", repo=copy).returncode == 0
+
+
+def test_missing_markers_is_one_line_exit_2(tmp_path: Path) -> None:
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO / "bundlers", copy / "bundlers")
+    shutil.copytree(REPO / "packaging" / "src", copy / "packaging" / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (copy / "ci").mkdir()
+    shutil.copy2(GENERATE, copy / "ci" / "generate-matrix")
+    (copy / ".github" / "workflows").mkdir(parents=True)
+    (copy / ".github" / "workflows" / "release.yml").write_text("name: release\n")
+    done = generate("--check", repo=copy)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no generated block" in done.stderr and "Traceback" not in done.stderr

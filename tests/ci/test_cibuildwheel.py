@@ -1,0 +1,54 @@
+"""ci/cibuildwheel.toml, as far as a machine without a container engine can check it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from publish_support import REPO
+
+CONFIG = REPO / "ci" / "cibuildwheel.toml"
+pytest.importorskip("cibuildwheel", reason="cibuildwheel is not installed (ci/requirements-test.txt lists it)")
+
+
+def identifiers(platform: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(
+        [str(REPO / "ci" / "cibuildwheel.sh"), platform, "--print-build-identifiers"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )
+
+
+@pytest.mark.parametrize(("platform", "expected"), [("host", "cp311-manylinux_x86_64"), ("metax", "cp310-manylinux_x86_64")])
+def test_build_identifier_is_the_recipes_python(platform: str, expected: str) -> None:
+    if shutil.which("python3") is None:
+        pytest.skip("ci/cibuildwheel.sh needs python3 on PATH")
+    done = identifiers(platform)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [expected]
+
+
+def test_stand_in_is_never_built_for_release() -> None:
+    done = identifiers("host-forked")
+    assert done.returncode != 0 and "stand-in" in done.stderr
+
+
+def test_options_resolve_to_this_projects_stages() -> None:
+    options_module = pytest.importorskip("cibuildwheel.options")
+    args = options_module.CommandLineArguments.defaults()
+    args.config_file = str(CONFIG)
+    args.package_dir = REPO
+    env = {"CIBW_BUILD": "cp311-manylinux_x86_64", "FLAGOS_PLATFORM": "host", "TORCH_VERSION": "2.13.0"}
+    options = options_module.compute_options("linux", args, env)
+    build = options.build_options("cp311-manylinux_x86_64")
+    assert build.repair_command.startswith("torch-fl-build --platform $FLAGOS_PLATFORM --from-wheel {wheel}")
+    assert "auditwheel" not in build.repair_command
+    assert build.build_frontend.args == ["--no-isolation"]
+    assert "torch==$TORCH_VERSION" in build.before_build
+    environment = build.environment.as_dictionary(prev_environment=env)
+    assert environment["FLAGOS_PLATFORM"] == "host" and environment["TORCH_CPU_INDEX"].startswith("https://")
