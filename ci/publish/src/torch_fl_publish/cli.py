@@ -28,9 +28,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--simple-url", help="the lane's simple index root (default: <repository-url>/simple/)")
     p.add_argument("--tag", help="release mode: refuse wheels whose version is not the tag's or that fail preflight")
     p.add_argument("--concurrency", type=int, default=4, help="uploads at a time (default 4)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds for one upload attempt of one file (default 300)")
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds for one upload attempt of one file (default 300)"
+    )
     p.add_argument("--retries", type=int, default=4, help="retries per file after the first attempt (default 4)")
-    p.add_argument("--backoff", type=float, default=1.0, help="first retry delay in seconds, doubled each time (default 1)")
+    p.add_argument(
+        "--backoff", type=float, default=1.0, help="first retry delay in seconds, doubled each time (default 1)"
+    )
     p.add_argument("--dry-run", action="store_true", help="read the index and gate, upload nothing")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -55,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.retries < 0 or args.timeout <= 0 or args.backoff < 0:
             raise PublishError(
                 "--retries, --timeout and --backoff must be positive",
-                f"{args.retries}, {args.timeout}, {args.backoff}", "pass e.g. --retries 4 --timeout 300",
+                f"{args.retries}, {args.timeout}, {args.backoff}",
+                "pass e.g. --retries 4 --timeout 300",
             )
         repository_url, from_url = credentials.split_url_credentials(args.repository_url)
         secrets = from_url or credentials.resolve(repository_url.replace("{lane}", args.lane), os.environ)
@@ -82,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         say("interrupted — the index may hold some of the wheels; run again to finish (it is idempotent)")
         return 130
-    except Exception as exc:  # noqa: BLE001 - the one place that turns surprises into one line
+    except Exception as exc:
         if args.debug:
             traceback.print_exc(file=sys.stderr)
         say(f"internal error ({type(exc).__name__}: {exc}) — rerun with --debug and report it")

@@ -14,10 +14,7 @@ from packaging.utils import NormalizedName
 from torch_fl_publish import transport
 
 # PEP 691 content negotiation: prefer JSON, accept the HTML form that every index serves.
-ACCEPT = (
-    "application/vnd.pypi.simple.v1+json, "
-    "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
-)
+ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 
 
 class IndexReadError(Exception):
@@ -104,9 +101,7 @@ class SimpleIndex:
     def __init__(self, simple_url: str, *, authorization: str | None, timeout: float):
         self.simple_url = simple_url if simple_url.endswith("/") else simple_url + "/"
         self.timeout = timeout
-        self._auth = (
-            (transport.origin(self.simple_url), authorization) if authorization else None
-        )
+        self._auth = (transport.origin(self.simple_url), authorization) if authorization else None
 
     def project_url(self, project: NormalizedName) -> str:
         return urljoin(self.simple_url, f"{project}/")
@@ -147,9 +142,7 @@ class SimpleIndex:
             return file.sha256
         digest = hashlib.sha256()
         try:
-            response = transport.request(
-                "GET", file.url, timeout=self.timeout, auth_for=self._auth, sink=digest.update
-            )
+            response = transport.request("GET", file.url, timeout=self.timeout, auth_for=self._auth, sink=digest.update)
         except transport.TransportError as exc:
             raise IndexReadError(f"downloading {file.url}: {exc}", retryable=True) from None
         if response.status != 200:

@@ -52,7 +52,9 @@ class Result:
 
     @property
     def not_published(self) -> list[Outcome]:
-        return [o for o in self.outcomes if not (o.status in OK_STATUSES and (o.verified or o.status is Status.PLANNED))]
+        return [
+            o for o in self.outcomes if not (o.status in OK_STATUSES and (o.verified or o.status is Status.PLANNED))
+        ]
 
 
 def _check_url(url: str, what: str) -> str:
@@ -73,7 +75,9 @@ def resolve_urls(settings: Settings) -> tuple[str, str]:
     return repository, simple
 
 
-def _read(index: SimpleIndex, project: NormalizedName, policy: RetryPolicy, log: Callable[[str], None]) -> list[IndexFile]:
+def _read(
+    index: SimpleIndex, project: NormalizedName, policy: RetryPolicy, log: Callable[[str], None]
+) -> list[IndexFile]:
     """The project's files, retried like an upload; authentication problems stop the run."""
     for attempt in range(1, policy.attempts + 1):
         try:
@@ -81,7 +85,8 @@ def _read(index: SimpleIndex, project: NormalizedName, policy: RetryPolicy, log:
         except IndexReadError as exc:
             if exc.status in (401, 403):
                 raise PublishError(
-                    "the index refused the credentials", f"HTTP {exc.status} at {index.project_url(project)}",
+                    "the index refused the credentials",
+                    f"HTTP {exc.status} at {index.project_url(project)}",
                     "set TORCH_FL_PUBLISH_USERNAME and TORCH_FL_PUBLISH_PASSWORD (or TWINE_*)",
                 ) from None
             if not exc.retryable or attempt == policy.attempts:
@@ -176,8 +181,12 @@ def run(settings: Settings, credentials: Credentials | None, log: Callable[[str]
         with ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="upload") as pool:
             done = pool.map(
                 lambda w: upload.upload(
-                    w, repository_url=repository, index=index, authorization=authorization,
-                    policy=settings.policy, log=log,
+                    w,
+                    repository_url=repository,
+                    index=index,
+                    authorization=authorization,
+                    policy=settings.policy,
+                    log=log,
                 ),
                 pending,
             )

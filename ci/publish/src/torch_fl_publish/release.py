@@ -81,13 +81,13 @@ def check_preflight(wheel: LocalWheel, executable: str) -> Refusal | None:
     """Run ``torch-fl-preflight --release --wheel W --json``; exit 0 passes, anything else refuses."""
     command = [executable, "--release", "--wheel", str(wheel.path), "--json"]
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=PREFLIGHT_TIMEOUT, check=False
-        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=PREFLIGHT_TIMEOUT, check=False)
     except subprocess.TimeoutExpired:
         return Refusal(wheel, f"preflight did not finish within {PREFLIGHT_TIMEOUT:.0f}s")
     except OSError as exc:
-        raise PublishError("cannot run torch-fl-preflight", f"{executable}: {exc.strerror}", "reinstall torch-fl-preflight") from None
+        raise PublishError(
+            "cannot run torch-fl-preflight", f"{executable}: {exc.strerror}", "reinstall torch-fl-preflight"
+        ) from None
     if done.returncode == 0:
         return None
     try:

@@ -10,7 +10,6 @@ is what makes a stalled connection retryable.
 from __future__ import annotations
 
 import http.client
-import socket
 import ssl
 import time
 import urllib.request
@@ -80,9 +79,7 @@ def _connect(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]
         context = ssl.create_default_context()
         if proxy:
             p = urlsplit(proxy)
-            connection = http.client.HTTPSConnection(
-                p.hostname or "", p.port or 8080, timeout=timeout, context=context
-            )
+            connection = http.client.HTTPSConnection(p.hostname or "", p.port or 8080, timeout=timeout, context=context)
             connection.set_tunnel(host, port or 443)
         else:
             connection = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
@@ -144,7 +141,7 @@ def _send_once(
             bytes(data[:_MAX_BODY]),
             url,
         )
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise TransportError("timed out") from None
     except (OSError, http.client.HTTPException) as exc:
         raise TransportError(_describe(exc)) from None

@@ -58,7 +58,7 @@ class RetryPolicy:
 
     def delay(self, retry: int) -> float:
         """Exponential backoff with jitter, so that parallel uploads do not retry in lockstep."""
-        base = min(self.backoff_max, self.backoff * (2 ** (retry - 1)))
+        base: float = min(self.backoff_max, self.backoff * 2.0 ** (retry - 1))
         return base * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not cryptography
 
 
@@ -95,11 +95,11 @@ def _form(wheel: LocalWheel, boundary: str) -> tuple[list[transport.BodyPart], i
     ]
     head = bytearray()
     for name, value in fields:
-        head += f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n".encode()
+        head += f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode()
         head += value.encode("utf-8") + b"\r\n"
     head += (
-        f"--{boundary}\r\nContent-Disposition: form-data; name=\"content\"; "
-        f"filename=\"{wheel.filename}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        f'--{boundary}\r\nContent-Disposition: form-data; name="content"; '
+        f'filename="{wheel.filename}"\r\nContent-Type: application/octet-stream\r\n\r\n'
     ).encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
     return [bytes(head), wheel.path, tail], len(head) + wheel.size + len(tail)
@@ -133,7 +133,9 @@ def upload(
             if state is Lookup.SAME:
                 return Outcome(wheel, Status.UPLOADED, "stored by an earlier attempt", attempt - 1, digest)
             if state is Lookup.DIFFERENT:
-                return Outcome(wheel, Status.REFUSED, "the index holds this file name with another sha256", attempt - 1, digest)
+                return Outcome(
+                    wheel, Status.REFUSED, "the index holds this file name with another sha256", attempt - 1, digest
+                )
         boundary = "torch-fl-publish-" + secrets.token_hex(16)
         body, length = _form(wheel, boundary)
         try:
@@ -157,7 +159,8 @@ def upload(
             continue
         if status in (401, 403):
             return Outcome(
-                wheel, Status.FAILED,
+                wheel,
+                Status.FAILED,
                 f"the index refused the credentials (HTTP {status}); set TORCH_FL_PUBLISH_USERNAME "
                 "and TORCH_FL_PUBLISH_PASSWORD",
                 attempt,

@@ -26,9 +26,17 @@ _MAX_METADATA = 16 << 20
 # sends each occurrence as its own form field of the same name.
 MULTIPLE_USE = frozenset(
     {
-        "classifier", "dynamic", "license_file", "obsoletes_dist", "platform",
-        "project_url", "provides_dist", "provides_extra", "requires_dist",
-        "requires_external", "supported_platform",
+        "classifier",
+        "dynamic",
+        "license_file",
+        "obsoletes_dist",
+        "platform",
+        "project_url",
+        "provides_dist",
+        "provides_extra",
+        "requires_dist",
+        "requires_external",
+        "supported_platform",
     }
 )
 # Form names where the protocol's spelling differs from the header's.
@@ -69,8 +77,7 @@ def _read_metadata(path: Path) -> str:
             found = [
                 info
                 for info in archive.infolist()
-                if info.filename.count("/") == 1
-                and info.filename.endswith(".dist-info/METADATA")
+                if info.filename.count("/") == 1 and info.filename.endswith(".dist-info/METADATA")
             ]
             if len(found) != 1:
                 raise PublishError(
@@ -117,10 +124,10 @@ def inspect(path: Path) -> LocalWheel:
         same_version = False
     if canonicalize_name(meta_name) != name or not same_version:
         raise PublishError(
-                "METADATA disagrees with the file name",
-                f"{path.name}: Name={meta_name!r} Version={meta_version!r}",
-                "rebuild the wheel; never rename one",
-            )
+            "METADATA disagrees with the file name",
+            f"{path.name}: Name={meta_name!r} Version={meta_version!r}",
+            "rebuild the wheel; never rename one",
+        )
     sha256, blake2_256, size = _hashes(path)
     python_tag = sorted({tag.interpreter for tag in tags})[0]
     return LocalWheel(path, path.name, name, version, python_tag, size, sha256, blake2_256, fields)
