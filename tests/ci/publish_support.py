@@ -54,6 +54,8 @@ def publish_env(server: PyPIServer | None, **extra: str) -> dict[str, str]:
     # No keyring lookups from tests: the null backend answers "no password" at once.
     env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.null.Keyring"
     env["NO_PROXY"] = "127.0.0.1,localhost"
+    # The interpreter's scripts (torch-fl-preflight, when installed) are on PATH, as in an activated venv.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     if importlib.util.find_spec("torch_fl_publish") is None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PUBLISH_SRC), env.get("PYTHONPATH")]))
     if server is not None:

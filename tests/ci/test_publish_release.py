@@ -33,10 +33,10 @@ def path_with_fake_preflight(tmp_path: Path) -> str:
     return f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-def path_without_preflight(tmp_path: Path) -> str:
-    """PATH minus every directory holding a torch-fl-preflight."""
-    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "torch-fl-preflight").exists()]
-    return os.pathsep.join(keep)
+def path_without_preflight() -> str:
+    """PATH (with this interpreter's scripts) minus every directory holding a torch-fl-preflight."""
+    dirs = [str(Path(sys.executable).parent), *os.environ.get("PATH", "").split(os.pathsep)]
+    return os.pathsep.join(d for d in dirs if d and not (Path(d) / "torch-fl-preflight").exists())
 
 
 def test_release_uploads_when_version_and_preflight_pass(pypi: PyPIServer, tmp_path: Path) -> None:
@@ -73,7 +73,8 @@ def test_release_refuses_a_wheel_that_fails_preflight(pypi: PyPIServer, tmp_path
 
 def test_release_without_preflight_is_one_line_naming_the_fix(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path / "d")
-    env = publish_env(None, PATH=path_without_preflight(tmp_path))
+    env = publish_env(None)
+    env["PATH"] = path_without_preflight()
     done = run_publish(["--lane", "host", "--repository-url", "http://127.0.0.1:9/", "--tag", "v2.13.0", str(wheel)], env)
     assert done.returncode == 2
     line = done.stderr.strip().splitlines()[-1]
@@ -90,7 +91,12 @@ def test_bad_tag_is_exit_2(tmp_path: Path, tag: str) -> None:
     assert f"not a release tag ({tag})" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.skipif(shutil.which("torch-fl-preflight") is None, reason="torch-fl-preflight is not installed here")
+REAL_PREFLIGHT = shutil.which("torch-fl-preflight") or (
+    str(Path(sys.executable).parent / "torch-fl-preflight") if (Path(sys.executable).parent / "torch-fl-preflight").exists() else None
+)
+
+
+@pytest.mark.skipif(REAL_PREFLIGHT is None, reason="torch-fl-preflight is not installed here")
 def test_real_preflight_refuses_a_wheel_without_manifest(pypi: PyPIServer, tmp_path: Path) -> None:
     # The fixture wheel has no torch_fl/compatibility.json: a release must not accept it.
     wheel = make_wheel(tmp_path / "d", version="2.13.0+host")
@@ -98,4 +104,5 @@ def test_real_preflight_refuses_a_wheel_without_manifest(pypi: PyPIServer, tmp_p
     assert done.returncode == 1, done.stderr
     (entry,) = done.json["files"]
     assert entry["status"] == "refused" and entry["detail"].startswith("preflight --release")
+    assert "compatibility.json" in entry["detail"]
     assert list(pypi.packages.iterdir()) == []

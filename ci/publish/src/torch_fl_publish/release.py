@@ -91,14 +91,18 @@ def check_preflight(wheel: LocalWheel, executable: str) -> Refusal | None:
     if done.returncode == 0:
         return None
     try:
-        failed = _failed_checks(json.loads(done.stdout))
+        document = json.loads(done.stdout)
     except ValueError:
-        failed = []
+        document = None
+    failed = _failed_checks(document)
+    error = document.get("error") if isinstance(document, dict) else None
     if failed:
         reason = "preflight --release failed: " + ", ".join(failed)
+    elif isinstance(error, str) and error:
+        reason = f"preflight --release: {error[:300]}"
     else:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        reason = f"preflight --release exited {done.returncode}: {last[:200]}"
+        reason = f"preflight --release exited {done.returncode}: {last[:300]}"
     return Refusal(wheel, reason)
 
 
