@@ -1,0 +1,111 @@
+"""Fixtures of the pipeline tests: synthetic SDK trees, plugin wheels, a stand-in fork.
+
+All of them are real ELF files compiled here (see ``synthetic.py``).  The
+session-scoped host wheel builds the real plugin once (or takes
+``FLAGOS_TEST_WHEEL_DIR``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import synthetic  # noqa: E402
+from torch_fl_packaging.configure import installed_torch  # noqa: E402
+from torch_fl_packaging.recipe import Recipe, load_recipe  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+BUNDLERS = REPO / "bundlers"
+SDK_VERSION = {"metax": "3.8.1", "dcu": "26.04", "ppu": "1.5.2", "ascend": "8.2.0", "gcu": "3.4.5",
+               "musa": "4.2.0", "tsingmicro": "2.1.0", "kunlunxin": "5.0.21", "bpu": "3.2.1"}
+
+
+def torch_base() -> str:
+    from packaging.version import Version
+
+    return Version(installed_torch()[0].version).base_version
+
+
+@pytest.fixture(scope="session")
+def torch_lib() -> Path:
+    return installed_torch()[1]
+
+
+@pytest.fixture(scope="session")
+def stand_in_fork(tmp_path_factory: pytest.TempPathFactory, torch_lib: Path) -> Path:
+    """STAND-IN vendor fork: the stock core libraries copied, as a vendor build ships them."""
+    return synthetic.make_stand_in_fork(torch_lib, tmp_path_factory.mktemp("stand-in-fork"))
+
+
+def build_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+@dataclass
+class Result:
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.stdout)
+
+
+def run_build(args: list[str], *, env: dict[str, str] | None = None, cwd: Path = REPO) -> Result:
+    """Run torch-fl-build as a user would: a subprocess of this environment."""
+    exe = shutil.which("torch-fl-build", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "torch_fl_packaging.main"]
+    proc = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env or build_env(), cwd=cwd,
+                          timeout=900)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclass
+class PlatformInputs:
+    recipe: Recipe
+    args: list[str]
+    sdk_root: Path | None
+    plugin_wheel: Path
+
+
+@pytest.fixture
+def platform_inputs(tmp_path: Path, torch_lib: Path, request: pytest.FixtureRequest) -> Callable[[str], PlatformInputs]:
+    """Everything ``torch-fl-build --platform P`` needs, synthetic, for any non-CUDA recipe."""
+
+    def make(platform: str) -> PlatformInputs:
+        recipe = load_recipe(platform, BUNDLERS)
+        base = torch_base()
+        args = ["--platform", platform, "--compress-level", "1"]
+        sdk_root = None
+        vendor_libs: dict[str, Path] = {}
+        version = SDK_VERSION.get(platform)
+        if recipe.sdk and recipe.sdk.prefix:
+            sdk_root = tmp_path / f"synthetic-{recipe.sdk.name}-sdk"
+            vendor_libs = synthetic.make_sdk_tree(sdk_root, recipe, version)
+            args += ["--sdk-root", str(sdk_root)]
+        local = (recipe.wheel.local_version.replace("{sdk_version}", version or "")
+                 .replace("{sdk_version_nodots}", (version or "").replace(".", "")))
+        req = [f"torch=={base}"] if recipe.exact_torch else [
+            f"torch>={base.rsplit('.', 1)[0]},<{base.split('.')[0]}.{int(base.split('.')[1]) + 1}"]
+        wheel = synthetic.make_plugin_wheel(tmp_path, recipe, version=f"{base}+{local}", requires=req,
+                                            torch_lib=torch_lib, vendor_libs=vendor_libs)
+        args += ["--from-wheel", str(wheel)]
+        if recipe.kind == "forked-libtorch" and not recipe.stand_in:
+            fork = request.getfixturevalue("stand_in_fork")
+            args += ["--vendor-torch", str(fork)]
+        return PlatformInputs(recipe, args, sdk_root, wheel)
+
+    return make
