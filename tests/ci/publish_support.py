@@ -49,7 +49,8 @@ def publish_env(server: PyPIServer | None, **extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("TWINE_", "TORCH_FL_PUBLISH_")) and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
+        if not k.startswith(("TWINE_", "TORCH_FL_PUBLISH_"))
+        and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
     }
     # No keyring lookups from tests: the null backend answers "no password" at once.
     env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.null.Keyring"
@@ -68,10 +69,13 @@ def publish_env(server: PyPIServer | None, **extra: str) -> dict[str, str]:
 def run_publish(args: list[str], env: dict[str, str], timeout: float = 120) -> Run:
     done = subprocess.run(
         [sys.executable, "-m", "torch_fl_publish", *args],
-        capture_output=True, text=True, env=env, timeout=timeout, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
     )
     return Run(done.returncode, done.stdout, done.stderr)
-
 
 
 # -- wheels -------------------------------------------------------------------
@@ -169,10 +173,13 @@ class PyPIServer:
         # `crypt` DeprecationWarning, which the suite's filterwarnings=error turns fatal.
         subprocess.run(
             [
-                sys.executable, "-c",
+                sys.executable,
+                "-c",
                 "import sys; from passlib.apache import HtpasswdFile; "
                 "h = HtpasswdFile(sys.argv[1], new=True); h.set_password(sys.argv[2], sys.argv[3]); h.save()",
-                str(htpasswd), self.username, self.password,
+                str(htpasswd),
+                self.username,
+                self.password,
             ],
             check=True,
         )
@@ -182,10 +189,21 @@ class PyPIServer:
             with self.log_path.open("wb") as log:
                 self.process = subprocess.Popen(
                     [
-                        sys.executable, "-m", "pypiserver", "run",
-                        "--interface", "127.0.0.1", "--port", str(self.port),
-                        "--passwords", str(htpasswd), "--authenticate", "update,list,download",
-                        "--disable-fallback", "--hash-algo", "sha256",
+                        sys.executable,
+                        "-m",
+                        "pypiserver",
+                        "run",
+                        "--interface",
+                        "127.0.0.1",
+                        "--port",
+                        str(self.port),
+                        "--passwords",
+                        str(htpasswd),
+                        "--authenticate",
+                        "update,list,download",
+                        "--disable-fallback",
+                        "--hash-algo",
+                        "sha256",
                         str(self.packages),
                     ],
                     stdout=log,

@@ -27,7 +27,9 @@ pytestmark = pytest.mark.skipif(
 
 def actionlint(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     assert ACTIONLINT is not None
-    return subprocess.run([ACTIONLINT, "-no-color", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [ACTIONLINT, "-no-color", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_workflows_pass_actionlint() -> None:
@@ -53,6 +55,13 @@ def test_actionlint_really_checks(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (apt-get install shellcheck)")
 def test_release_scripts_pass_shellcheck() -> None:
-    scripts = [*sorted((REPO / "ci").glob("release-*.sh")), REPO / "ci" / "release-table", REPO / "ci" / "actionlint.sh", REPO / "ci" / "cibuildwheel.sh"]
-    done = subprocess.run(["shellcheck", "-x", *map(str, scripts)], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    scripts = [
+        *sorted((REPO / "ci").glob("release-*.sh")),
+        REPO / "ci" / "release-table",
+        REPO / "ci" / "actionlint.sh",
+        REPO / "ci" / "cibuildwheel.sh",
+    ]
+    done = subprocess.run(
+        ["shellcheck", "-x", *map(str, scripts)], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stdout

@@ -6,10 +6,10 @@ import json
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomllib
 from publish_support import REPO
 
 GENERATE = REPO / "ci" / "generate-matrix"
@@ -18,7 +18,10 @@ GENERATE = REPO / "ci" / "generate-matrix"
 def generate(*args: str, repo: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(repo / "ci" / "generate-matrix"), *args],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -79,7 +82,11 @@ def test_a_changed_recipe_makes_the_check_fail(tmp_path: Path) -> None:
 def test_missing_markers_is_one_line_exit_2(tmp_path: Path) -> None:
     copy = tmp_path / "repo"
     shutil.copytree(REPO / "bundlers", copy / "bundlers")
-    shutil.copytree(REPO / "packaging" / "src", copy / "packaging" / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        REPO / "packaging" / "src",
+        copy / "packaging" / "src",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+    )
     (copy / "ci").mkdir()
     shutil.copy2(GENERATE, copy / "ci" / "generate-matrix")
     (copy / ".github" / "workflows").mkdir(parents=True)

@@ -20,11 +20,17 @@ def identifiers(platform: str) -> subprocess.CompletedProcess[str]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(
         [str(REPO / "ci" / "cibuildwheel.sh"), platform, "--print-build-identifiers"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
 
 
-@pytest.mark.parametrize(("platform", "expected"), [("host", "cp311-manylinux_x86_64"), ("metax", "cp310-manylinux_x86_64")])
+@pytest.mark.parametrize(
+    ("platform", "expected"), [("host", "cp311-manylinux_x86_64"), ("metax", "cp310-manylinux_x86_64")]
+)
 def test_build_identifier_is_the_recipes_python(platform: str, expected: str) -> None:
     if shutil.which("python3") is None:
         pytest.skip("ci/cibuildwheel.sh needs python3 on PATH")

@@ -9,8 +9,16 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from publish_support import PUBLISH_SRC, publish_env, run_publish
-from publish_support import Fault, PyPIServer, fault_proxy, make_wheel, sha256_file
+from publish_support import (
+    PUBLISH_SRC,
+    Fault,
+    PyPIServer,
+    fault_proxy,
+    make_wheel,
+    publish_env,
+    run_publish,
+    sha256_file,
+)
 
 SCHEMA = json.loads((PUBLISH_SRC / "torch_fl_publish" / "result.schema.json").read_text())
 
@@ -86,9 +94,12 @@ def test_end_state_survives_resets_503s_and_stalls(pypi: PyPIServer, wheels: lis
         Fault("stall_request", match=a),  # nothing forwarded, nothing answered
         Fault("503", method="GET", times=1),  # the first simple-page read
     ]
-    with fault_proxy(pypi.port, faults, stall_seconds=6) as proxy:
+    # Short enough to make the stalls cheap, long enough for the largest wheel (FLAGOS_TEST_WHEEL_DIR's
+    # may be hundreds of MB) to go through at a modest loopback rate; the stalls outlast it.
+    timeout = 1.5 + max(w.stat().st_size for w in wheels) / 20e6
+    with fault_proxy(pypi.port, faults, stall_seconds=timeout + 4) as proxy:
         done = run_publish(
-            args_for(proxy.url, wheels, "--timeout", "1.5", "--retries", "5", "--concurrency", "2"),
+            args_for(proxy.url, wheels, "--timeout", f"{timeout:.1f}", "--retries", "5", "--concurrency", "2"),
             publish_env(pypi),
         )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -161,8 +172,17 @@ def test_dry_run_uploads_nothing(pypi: PyPIServer, wheels: list[Path]) -> None:
 def test_lane_fills_the_url(pypi: PyPIServer, wheels: list[Path]) -> None:
     # pypiserver serves one lane at its root; the {lane} placeholder must land in the path.
     done = run_publish(
-        ["--lane", "host", "--repository-url", pypi.url + "{lane}/", "--simple-url", pypi.url + "simple/",
-         "--json", "--dry-run", str(wheels[0])],
+        [
+            "--lane",
+            "host",
+            "--repository-url",
+            pypi.url + "{lane}/",
+            "--simple-url",
+            pypi.url + "simple/",
+            "--json",
+            "--dry-run",
+            str(wheels[0]),
+        ],
         publish_env(pypi),
     )
     assert done.returncode == 0, done.stderr

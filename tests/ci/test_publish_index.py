@@ -10,9 +10,8 @@ import pytest
 from publish_support import PUBLISH_SRC
 
 sys.path.insert(0, str(PUBLISH_SRC))  # when torch-fl-publish is not installed
-from torch_fl_publish import credentials, index, release, upload, wheels  # noqa: E402
-
-from publish_support import make_wheel  # noqa: E402
+from publish_support import make_wheel
+from torch_fl_publish import credentials, index, release, upload, wheels
 
 BASE = "https://idx.example/simple/torch-fl/"
 SHA = "a" * 64
@@ -30,15 +29,28 @@ def test_html_page_with_and_without_hashes() -> None:
         "torch_fl-2.13.0+cuda13.0-py3-none-any.whl",
         "torch_fl-2.12.0-py3-none-any.whl",
     ]
-    assert files[0].sha256 == SHA and files[0].url == "https://idx.example/packages/torch_fl-2.13.0%2Bhost-py3-none-any.whl"
+    assert (
+        files[0].sha256 == SHA
+        and files[0].url == "https://idx.example/packages/torch_fl-2.13.0%2Bhost-py3-none-any.whl"
+    )
     assert files[1].sha256 is None and files[2].sha256 is None
 
 
 def test_json_page() -> None:
-    page = json.dumps({"meta": {"api-version": "1.1"}, "name": "torch-fl", "files": [
-        {"filename": "torch_fl-2.13.0+host-py3-none-any.whl", "url": "../../p/a.whl", "hashes": {"sha256": SHA}},
-        {"filename": "torch_fl-2.13.0-py3-none-any.whl", "url": "b.whl", "hashes": {}},
-    ]}).encode()
+    page = json.dumps(
+        {
+            "meta": {"api-version": "1.1"},
+            "name": "torch-fl",
+            "files": [
+                {
+                    "filename": "torch_fl-2.13.0+host-py3-none-any.whl",
+                    "url": "../../p/a.whl",
+                    "hashes": {"sha256": SHA},
+                },
+                {"filename": "torch_fl-2.13.0-py3-none-any.whl", "url": "b.whl", "hashes": {}},
+            ],
+        }
+    ).encode()
     files = index.parse_json(page, BASE)
     assert files[0].sha256 == SHA and files[0].url == "https://idx.example/p/a.whl"
     assert files[1].sha256 is None
@@ -51,9 +63,16 @@ def test_upload_form_carries_metadata_and_hashes(tmp_path: Path) -> None:
     assert isinstance(head, bytes) and isinstance(tail, bytes) and path == wheel.path
     assert length == len(head) + wheel.size + len(tail)
     text = head.decode()
-    for name, value in [(":action", "file_upload"), ("protocol_version", "1"), ("name", "torch-fl"),
-                        ("version", "2.13.0+host"), ("filetype", "bdist_wheel"), ("pyversion", "cp311"),
-                        ("sha256_digest", wheel.sha256), ("requires_dist", "torch<2.14,>=2.13")]:
+    for name, value in [
+        (":action", "file_upload"),
+        ("protocol_version", "1"),
+        ("name", "torch-fl"),
+        ("version", "2.13.0+host"),
+        ("filetype", "bdist_wheel"),
+        ("pyversion", "cp311"),
+        ("sha256_digest", wheel.sha256),
+        ("requires_dist", "torch<2.14,>=2.13"),
+    ]:
         assert f'name="{name}"\r\n\r\n{value}\r\n' in text
     assert text.count('name="classifiers"') == 2
     assert 'name="description"\r\n\r\nA wheel built by the test fixture.' in text
@@ -69,20 +88,30 @@ def test_backoff_grows_and_is_capped() -> None:
 def test_credentials_order_and_repr() -> None:
     env = {"TWINE_USERNAME": "t", "TWINE_PASSWORD": "tp", "TORCH_FL_PUBLISH_PASSWORD": "fp"}
     found = credentials.resolve("https://idx.example/", env)
-    assert found is not None and (found.username, found.password, found.source) == ("t", "fp", "TORCH_FL_PUBLISH_PASSWORD")
+    assert found is not None and (found.username, found.password, found.source) == (
+        "t",
+        "fp",
+        "TORCH_FL_PUBLISH_PASSWORD",
+    )
     assert "fp" not in repr(found)
     assert credentials.redact(f"x {found.authorization()} fp", found) == "x Basic *** ***"
     url, from_url = credentials.split_url_credentials("https://u:pw@idx.example:8443/lane/")
     assert url == "https://idx.example:8443/lane/" and from_url is not None and from_url.password == "pw"
 
 
-@pytest.mark.parametrize(("version", "ok"), [("2.13.0+host", True), ("2.13.0", True), ("2.13.0.post1+host", False), ("2.13.1+cuda13.0", False)])
+@pytest.mark.parametrize(
+    ("version", "ok"),
+    [("2.13.0+host", True), ("2.13.0", True), ("2.13.0.post1+host", False), ("2.13.1+cuda13.0", False)],
+)
 def test_version_gate(tmp_path: Path, version: str, ok: bool) -> None:
     wheel = wheels.inspect(make_wheel(tmp_path, version=version))
     assert (release.check_version(wheel, release.parse_tag("v2.13.0")) is None) is ok
 
 
 def test_failed_checks_are_found_in_any_shape() -> None:
-    doc = {"version": 1, "wheels": [{"checks": [{"id": "wheel.record", "status": "fail"}, {"id": "x", "status": "pass"}]}],
-           "groups": {"elf": [{"id": "elf.symbols", "result": "FAIL"}]}}
+    doc = {
+        "version": 1,
+        "wheels": [{"checks": [{"id": "wheel.record", "status": "fail"}, {"id": "x", "status": "pass"}]}],
+        "groups": {"elf": [{"id": "elf.symbols", "result": "FAIL"}]},
+    }
     assert release._failed_checks(doc) == ["elf.symbols", "wheel.record"]

@@ -6,8 +6,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from publish_support import publish_env, run_publish
-from publish_support import make_wheel
+from publish_support import make_wheel, publish_env, run_publish
 
 URL = "http://127.0.0.1:9/"  # discard port: nothing may be sent anyway
 
@@ -24,7 +23,9 @@ def one_line_exit_2(args: list[str], *expected: str) -> None:
 
 
 def test_missing_wheel(tmp_path: Path) -> None:
-    one_line_exit_2(["--lane", "host", "--repository-url", URL, str(tmp_path / "nope.whl")], "no such wheel", "nope.whl")
+    one_line_exit_2(
+        ["--lane", "host", "--repository-url", URL, str(tmp_path / "nope.whl")], "no such wheel", "nope.whl"
+    )
 
 
 def test_not_a_wheel_name(tmp_path: Path) -> None:
@@ -75,7 +76,20 @@ def test_bad_flags(tmp_path: Path, flags: list[str], expected: str) -> None:
 def test_unreachable_index_names_every_file(tmp_path: Path) -> None:
     wheels = [make_wheel(tmp_path / "d", version=v) for v in ("2.13.0+host", "2.13.0+cuda13.0")]
     done = run_publish(
-        ["--lane", "host", "--repository-url", URL, "--retries", "1", "--backoff", "0", "--timeout", "2", "--json", *map(str, wheels)],
+        [
+            "--lane",
+            "host",
+            "--repository-url",
+            URL,
+            "--retries",
+            "1",
+            "--backoff",
+            "0",
+            "--timeout",
+            "2",
+            "--json",
+            *map(str, wheels),
+        ],
         publish_env(None),
     )
     assert done.returncode == 1

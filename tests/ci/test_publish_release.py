@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from publish_support import publish_env, run_publish
-from publish_support import PyPIServer, make_wheel
+from publish_support import PyPIServer, make_wheel, publish_env, run_publish
 
 FAKE_PREFLIGHT = """\
 #!{python}
@@ -42,7 +41,9 @@ def path_without_preflight() -> str:
 def test_release_uploads_when_version_and_preflight_pass(pypi: PyPIServer, tmp_path: Path) -> None:
     wheels = [make_wheel(tmp_path / "d", version="2.13.0+host"), make_wheel(tmp_path / "d", version="2.13.0+cuda13.0")]
     env = publish_env(pypi, PATH=path_with_fake_preflight(tmp_path))
-    done = run_publish(["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", *map(str, wheels)], env)
+    done = run_publish(
+        ["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", *map(str, wheels)], env
+    )
     assert done.returncode == 0, done.stderr
     assert done.json["tag"] == "v2.13.0"
     assert sorted(p.name for p in pypi.packages.iterdir()) == sorted(w.name for w in wheels)
@@ -52,7 +53,9 @@ def test_release_refuses_other_version_and_uploads_nothing(pypi: PyPIServer, tmp
     good = make_wheel(tmp_path / "d", version="2.13.0+host")
     other = make_wheel(tmp_path / "d", version="2.12.1+host")
     env = publish_env(pypi, PATH=path_with_fake_preflight(tmp_path))
-    done = run_publish(["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", str(good), str(other)], env)
+    done = run_publish(
+        ["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", str(good), str(other)], env
+    )
     assert done.returncode == 1
     files = {f["filename"]: f for f in done.json["files"]}
     assert files[other.name]["status"] == "refused" and "differs from tag v2.13.0" in files[other.name]["detail"]
@@ -75,7 +78,9 @@ def test_release_without_preflight_is_one_line_naming_the_fix(tmp_path: Path) ->
     wheel = make_wheel(tmp_path / "d")
     env = publish_env(None)
     env["PATH"] = path_without_preflight()
-    done = run_publish(["--lane", "host", "--repository-url", "http://127.0.0.1:9/", "--tag", "v2.13.0", str(wheel)], env)
+    done = run_publish(
+        ["--lane", "host", "--repository-url", "http://127.0.0.1:9/", "--tag", "v2.13.0", str(wheel)], env
+    )
     assert done.returncode == 2
     line = done.stderr.strip().splitlines()[-1]
     assert "torch-fl-preflight" in line and "pip install" in line
@@ -92,7 +97,9 @@ def test_bad_tag_is_exit_2(tmp_path: Path, tag: str) -> None:
 
 
 REAL_PREFLIGHT = shutil.which("torch-fl-preflight") or (
-    str(Path(sys.executable).parent / "torch-fl-preflight") if (Path(sys.executable).parent / "torch-fl-preflight").exists() else None
+    str(Path(sys.executable).parent / "torch-fl-preflight")
+    if (Path(sys.executable).parent / "torch-fl-preflight").exists()
+    else None
 )
 
 
@@ -100,7 +107,9 @@ REAL_PREFLIGHT = shutil.which("torch-fl-preflight") or (
 def test_real_preflight_refuses_a_wheel_without_manifest(pypi: PyPIServer, tmp_path: Path) -> None:
     # The fixture wheel has no torch_fl/compatibility.json: a release must not accept it.
     wheel = make_wheel(tmp_path / "d", version="2.13.0+host")
-    done = run_publish(["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", str(wheel)], publish_env(pypi))
+    done = run_publish(
+        ["--lane", "host", "--repository-url", pypi.url, "--tag", "v2.13.0", "--json", str(wheel)], publish_env(pypi)
+    )
     assert done.returncode == 1, done.stderr
     (entry,) = done.json["files"]
     assert entry["status"] == "refused" and entry["detail"].startswith("preflight --release")
