@@ -12,14 +12,16 @@ cd "$repo"
 python=$(command -v "python$python_version" || true)
 [ -n "$python" ] || die "python$python_version is not on this runner (bundlers/$platform.toml wheel.python) — add it to the platform's image"
 
-rm -rf "$venv" dist
+rm -rf "$venv"
+mkdir -p "$dist"
+rm -f "$dist"/*.whl "$dist"/publish.json
 # A vendor image carries the torch its SDK goes with; use it when it is the tag's
 # version, otherwise build against stock torch+cpu of that version.
 if "$python" -c "import sys, torch; sys.exit(torch.__version__.split('+')[0] != sys.argv[1])" "$torch_version" 2>/dev/null; then
   "$python" -m venv --system-site-packages "$venv"
 else
   "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install --index-url "$torch_cpu_index" "torch==$torch_version"
+  "$venv/bin/python" -m pip install "${torch_pip_args[@]}" "torch==$torch_version"
 fi
 "$venv/bin/python" -m pip install ./packaging ./preflight ./ci/publish scikit-build-core pybind11 ninja
 # Later steps find torch-fl-preflight and torch-fl-publish on PATH.
@@ -28,4 +30,4 @@ if [ -n "${GITHUB_PATH:-}" ]; then echo "$venv/bin" >> "$GITHUB_PATH"; fi
 # Reproducible: the wheel's timestamps are the tagged commit's.
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || echo 315532800)
 export SOURCE_DATE_EPOCH
-"$venv/bin/torch-fl-build" --platform "$platform" --out dist
+"$venv/bin/torch-fl-build" --platform "$platform" --out "$dist"

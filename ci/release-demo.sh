@@ -7,16 +7,14 @@ set -euo pipefail
 # shellcheck source=ci/release-env.sh
 . "$(dirname "$0")/release-env.sh"
 python_version=${1:?usage: ci/release-demo.sh PYTHON_VERSION}
-cd "$repo"
 [ -n "$torch_version" ] || die "no torch version (not on a v* tag) — set TORCH_VERSION=X.Y.Z"
-shopt -s nullglob
-wheels=("$repo"/dist/*.whl)
-[ "${#wheels[@]}" -eq 1 ] || die "expected one wheel in dist/, found ${#wheels[@]} — run ci/release-build.sh first"
+wheel=$(one_wheel)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "python$python_version" -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install --index-url "$torch_cpu_index" "torch==$torch_version"
+"$work/venv/bin/python" -m pip install "${torch_pip_args[@]}" "torch==$torch_version"
 # The wheel's other requirements (the CUDA runtime packages, ...) come from the default index.
-"$work/venv/bin/python" -m pip install "${wheels[0]}"
+"$work/venv/bin/python" -m pip install "$wheel"
 cd "$work"
-"$work/venv/bin/python" "$repo/ci/release_demo.py"
+# ci/demo.py (shared with ci/build-wheel): import torch alone, then train on flagos:0 against CPU.
+"$work/venv/bin/python" "$repo/ci/demo.py"

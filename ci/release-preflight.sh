@@ -3,8 +3,5 @@
 set -euo pipefail
 # shellcheck source=ci/release-env.sh
 . "$(dirname "$0")/release-env.sh"
-cd "$repo"
-shopt -s nullglob
-wheels=(dist/*.whl)
-[ "${#wheels[@]}" -eq 1 ] || die "expected one wheel in dist/, found ${#wheels[@]} — run ci/release-build.sh first"
-"$venv/bin/torch-fl-preflight" --release --wheel "${wheels[0]}"
+wheel=$(one_wheel)
+"$venv/bin/torch-fl-preflight" --release --wheel "$wheel"

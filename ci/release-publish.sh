@@ -6,16 +6,13 @@ set -euo pipefail
 # shellcheck source=ci/release-env.sh
 . "$(dirname "$0")/release-env.sh"
 lane=${1:?usage: ci/release-publish.sh LANE}
-cd "$repo"
 url=${TORCH_FL_INDEX_URL:-}
 [ -n "$url" ] || die "TORCH_FL_INDEX_URL is not set — set it in the release-$lane environment (the upload URL; {lane} is replaced)"
-shopt -s nullglob
-wheels=(dist/*.whl)
-[ "${#wheels[@]}" -ge 1 ] || die "no wheel in dist/ — run ci/release-build.sh first"
+wheel=$(one_wheel)
 args=(--lane "$lane" --repository-url "$url" --json)
 if [ -n "${TORCH_FL_SIMPLE_URL:-}" ]; then args+=(--simple-url "$TORCH_FL_SIMPLE_URL"); fi
 if [ -n "$tag" ]; then args+=(--tag "$tag"); fi
 status=0
-"$venv/bin/torch-fl-publish" "${args[@]}" "${wheels[@]}" > dist/publish.json || status=$?
-cat dist/publish.json
+"$venv/bin/torch-fl-publish" "${args[@]}" "$wheel" > "$dist/publish.json" || status=$?
+cat "$dist/publish.json"
 exit "$status"

@@ -57,4 +57,4 @@ def test_options_resolve_to_this_projects_stages() -> None:
     assert build.build_frontend.args == ["--no-isolation"]
     assert "torch==$TORCH_VERSION" in build.before_build
     environment = build.environment.as_dictionary(prev_environment=env)
-    assert environment["FLAGOS_PLATFORM"] == "host" and environment["TORCH_CPU_INDEX"].startswith("https://")
+    assert environment["FLAGOS_PLATFORM"] == "host" and environment["TORCH_INDEX_URL"].startswith("https://")
