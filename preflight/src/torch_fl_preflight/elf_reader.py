@@ -551,6 +551,11 @@ class ElfCapture:
         self._dyn: tuple[int, int] | None = None
         self._dyn_buf = bytearray()
         self._dyn_upto = 0
+        self._loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+        self._extra: list[tuple[int, int, bytearray]] = []  # (start, end, kept bytes)
+        self._planned_tables = False
+        self._is64 = True
+        self._bo = "<"
         self.is_elf: bool | None = None
 
     def feed(self, chunk: bytes) -> None:
@@ -569,6 +574,37 @@ class ElfCapture:
             if lo < hi:
                 self._dyn_buf += chunk[lo - start : hi - start]
                 self._dyn_upto = hi
+            if not self._planned_tables and self._dyn_upto >= d1:
+                self._plan_tables(start)  # the current chunk is still at hand
+        for r0, r1, buf in self._extra:
+            lo, hi = max(start, r0 + len(buf)), min(end, r1)
+            if lo < hi:
+                buf += chunk[lo - start : hi - start]
+
+    def _plan_tables(self, held_from: int) -> None:
+        """With .dynamic in hand, keep the tables it points at that still lie ahead in the stream.
+
+        patchelf, when it grows .dynstr (a longer RPATH), moves .dynstr and the hash table into a
+        new PT_LOAD at the end of the file, behind .dynamic; they are captured from here on.
+        """
+        self._planned_tables = True
+        fmt = self._bo + ("qQ" if self._is64 else "iI")
+        size = struct.calcsize(fmt)
+        tables = (DT_STRTAB, DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF)
+        front = len(self._front)
+        for i in range(0, len(self._dyn_buf) - size + 1, size):
+            tag, val = struct.unpack_from(fmt, self._dyn_buf, i)
+            if tag == DT_NULL:
+                break
+            if tag & 0xFFFFFFFF not in tables:
+                continue
+            for vaddr, off, filesz in self._loads:
+                if vaddr <= val < vaddr + filesz:
+                    start = val - vaddr + off
+                    stop = min(off + filesz, start + (64 << 20))
+                    if start >= front and start >= held_from:
+                        self._extra.append((start, stop, bytearray()))
+                    break
 
     def _plan(self) -> None:
         f = self._front
@@ -580,6 +616,7 @@ class ElfCapture:
             return
         self.is_elf = True
         is64, bo = f[4] == 2, "<" if f[5] == 1 else ">"
+        self._is64, self._bo = is64, bo
         try:
             if is64:
                 phoff, = struct.unpack_from(bo + "Q", f, 32)
@@ -606,6 +643,9 @@ class ElfCapture:
                     p_type, p_offset, _va, _pa, p_filesz = struct.unpack_from(bo + "IIIII", f, at)
             except struct.error:
                 continue
+            if p_type == PT_LOAD:
+                vaddr = struct.unpack_from(bo + ("Q" if is64 else "I"), f, at + (16 if is64 else 8))[0]
+                self._loads.append((vaddr, p_offset, p_filesz))
             if p_type == PT_LOAD and p_offset == 0:
                 front_end = max(front_end, p_filesz)
             elif p_type == PT_DYNAMIC and p_filesz < (16 << 20):
@@ -623,4 +663,5 @@ class ElfCapture:
         ranges = [(0, bytes(self._front))]
         if self._dyn is not None and self._dyn_buf:
             ranges.append((self._dyn[0], bytes(self._dyn_buf)))
+        ranges += [(r0, bytes(buf)) for r0, _r1, buf in self._extra if buf]
         return SparseSource(self.name, self.size, ranges)

@@ -79,7 +79,8 @@ def check_wheel(path: str, host_for: Any, opts: Options) -> SubjectReport:
     with WheelArchive(path) as whl:
         meta = wheel_checks.read_wheel_metadata(whl)
         wheel_checks.check_identity(whl, meta, report)
-        digests = wheel_checks.check_record(whl, meta, report)
+        scan = WheelPayload(whl, "")
+        digests = wheel_checks.check_record(whl, meta, report, scan)
         manifest = read_wheel_manifest(whl, meta)
         report.platform = manifest["platform"]
         report.facts.update(facts_of(manifest))
@@ -90,8 +91,8 @@ def check_wheel(path: str, host_for: Any, opts: Options) -> SubjectReport:
         manifest_checks.check_torch(manifest, report)
         manifest_checks.check_release(manifest, report, release=opts.release)
         host: HostEnv = host_for(manifest_env_names(manifest))
-        payload = WheelPayload(whl, host.platlib)
-        members = elf_members(payload)
+        scan.site_dir = host.platlib
+        members = elf_members(scan)
         sizes = {m.path: whl.members[m.path].size for m in members}
         manifest_checks.check_elf_records(manifest, members, digests, sizes, report)
         _host_and_gates(host, manifest, members, frozenset(map(str, meta.wheel_tags)), meta.requires_dist, opts,

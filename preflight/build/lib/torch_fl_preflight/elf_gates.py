@@ -204,7 +204,8 @@ def runtime_directories(manifest: dict[str, Any], environ: dict[str, str]) -> li
     the path under the longest matching declared prefix (sdk.root.default, runtime.prefixes) moves
     under the variable's value; when no prefix matches, the value is the directory itself.
     """
-    prefixes = sorted(declared_prefixes(manifest), key=len, reverse=True)
+    roots = [manifest["sdk"]["root"]["default"]] if manifest["sdk"].get("root") else []
+    prefixes = sorted([*roots, *manifest["runtime"].get("prefixes", [])], key=len, reverse=True)
     out = []
     for d in manifest["runtime"]["directories"]:
         path = d["path"]

@@ -505,3 +505,122 @@ def read_elf_file(path: str, *, symbols: bool = True) -> ElfInfo:
     except OSError as exc:
         raise ElfError(f"cannot read {path} ({exc.strerror})", "check the path and its permissions") from exc
     return read_elf(src, symbols=symbols)
+
+
+class NotCaptured(Exception):
+    """A read outside the ranges a capture kept; the caller falls back to a second, prefix-only pass."""
+
+
+class SparseSource:
+    """Byte ranges of a file kept while it streamed past (see ElfCapture)."""
+
+    def __init__(self, name: str, size: int, ranges: list[tuple[int, bytes]]) -> None:
+        self.name = name
+        self.size = size
+        self._ranges = ranges
+        self.bytes_read = sum(len(b) for _, b in ranges)
+
+    def read(self, offset: int, length: int) -> bytes | memoryview:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise ElfError(
+                f"{self.name}: read of {length} bytes at offset {offset} past the end ({self.size} bytes)",
+                "the file is truncated or corrupt; rebuild it",
+            )
+        for start, data in self._ranges:
+            if start <= offset and offset + length <= start + len(data):
+                return memoryview(data)[offset - start : offset - start + length]
+        raise NotCaptured(offset, length)
+
+
+class ElfCapture:
+    """Keep, from a stream that is being hashed anyway, the parts of an ELF file the loader reads.
+
+    GNU ld puts .dynsym, .dynstr, the hash and version tables in the first PT_LOAD segment, at the
+    front; but .dynamic sits in the writable segment behind .text and .rodata, i.e. near the end of
+    a large library. One sequential pass keeps the first segment (up to `front_cap`) and the
+    PT_DYNAMIC range, so a 1 GB library inside a zip is inflated once, for its hash, not twice.
+    """
+
+    def __init__(self, name: str, size: int, front_cap: int = 192 << 20) -> None:
+        self.name = name
+        self.size = size
+        self.front_cap = front_cap
+        self._pos = 0
+        self._front = bytearray()
+        self._front_end: int | None = None  # known once the program headers are in
+        self._dyn: tuple[int, int] | None = None
+        self._dyn_buf = bytearray()
+        self._dyn_upto = 0
+        self.is_elf: bool | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        start, end = self._pos, self._pos + len(chunk)
+        self._pos = end
+        if self.is_elf is False:
+            return
+        if self._front_end is None or start < self._front_end:
+            limit = end if self._front_end is None else min(end, self._front_end)
+            self._front += chunk[: max(0, limit - start)]
+            if self._front_end is None:
+                self._plan()
+        if self._dyn is not None:
+            d0, d1 = self._dyn
+            lo, hi = max(start, d0, self._dyn_upto), min(end, d1)
+            if lo < hi:
+                self._dyn_buf += chunk[lo - start : hi - start]
+                self._dyn_upto = hi
+
+    def _plan(self) -> None:
+        f = self._front
+        if len(f) >= 4 and f[:4] != ELF_MAGIC:
+            self.is_elf = False
+            self._front = bytearray()
+            return
+        if len(f) < 64:
+            return
+        self.is_elf = True
+        is64, bo = f[4] == 2, "<" if f[5] == 1 else ">"
+        try:
+            if is64:
+                phoff, = struct.unpack_from(bo + "Q", f, 32)
+                phentsize, phnum = struct.unpack_from(bo + "HH", f, 54)
+            else:
+                phoff, = struct.unpack_from(bo + "I", f, 28)
+                phentsize, phnum = struct.unpack_from(bo + "HH", f, 42)
+        except struct.error:
+            self._front_end = len(f)
+            return
+        table_end = phoff + phentsize * min(phnum, MAX_PHNUM)
+        if table_end > self.front_cap:
+            self._front_end = len(f)  # implausible; read_elf reports it
+            return
+        if len(f) < table_end:
+            return
+        front_end = table_end
+        for i in range(min(phnum, MAX_PHNUM)):
+            at = phoff + i * phentsize
+            try:
+                if is64:
+                    p_type, _fl, p_offset, _va, _pa, p_filesz = struct.unpack_from(bo + "IIQQQQ", f, at)
+                else:
+                    p_type, p_offset, _va, _pa, p_filesz = struct.unpack_from(bo + "IIIII", f, at)
+            except struct.error:
+                continue
+            if p_type == PT_LOAD and p_offset == 0:
+                front_end = max(front_end, p_filesz)
+            elif p_type == PT_DYNAMIC and p_filesz < (16 << 20):
+                self._dyn = (p_offset, p_offset + p_filesz)
+        if self._dyn is not None and self._dyn[0] < len(f):  # the dynamic segment already streamed past
+            d0, d1 = self._dyn
+            self._dyn_buf += f[d0 : min(d1, len(f))]
+            self._dyn_upto = min(d1, len(f))
+        self._front_end = min(front_end, self.front_cap, self.size)
+        del self._front[self._front_end :]
+
+    def source(self) -> SparseSource | None:
+        if not self.is_elf:
+            return None
+        ranges = [(0, bytes(self._front))]
+        if self._dyn is not None and self._dyn_buf:
+            ranges.append((self._dyn[0], bytes(self._dyn_buf)))
+        return SparseSource(self.name, self.size, ranges)

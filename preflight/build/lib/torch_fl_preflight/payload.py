@@ -12,9 +12,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Protocol
 
-from torch_fl_preflight.elf_reader import ElfInfo, FileSource, is_elf_prefix, read_elf
+from torch_fl_preflight.elf_reader import ElfCapture, ElfInfo, FileSource, NotCaptured, is_elf_prefix, read_elf
 from torch_fl_preflight.errors import ElfError, WheelError
-from torch_fl_preflight.wheel_reader import WheelArchive
+from torch_fl_preflight.wheel_reader import Member, WheelArchive
 
 # Wheel install schemes that land in site-packages (PEP 427 .data/<scheme>/ directories).
 _SITE_SCHEMES = ("purelib", "platlib")
@@ -54,6 +54,20 @@ class WheelPayload:
 
     def head(self, path: str, n: int) -> bytes:
         return self.whl.head(path, n)
+
+    # MemberScanner: parse each ELF member from the bytes kept while check_record hashed it.
+    def start(self, member: Member) -> ElfCapture | None:
+        return ElfCapture(f"{self.whl.path}:{member.name}", member.size)
+
+    def finish(self, member: Member, sink: object) -> None:
+        assert isinstance(sink, ElfCapture)
+        src = sink.source()
+        if src is None:
+            return
+        try:
+            self._elf[member.name] = read_elf(src)
+        except NotCaptured:
+            pass  # tables outside the kept ranges (unusual layout): elf() reads the prefix again
 
     def elf(self, path: str) -> ElfInfo:
         if path not in self._elf:

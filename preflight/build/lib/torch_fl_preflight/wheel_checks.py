@@ -8,6 +8,7 @@ import email.parser
 import io
 import os
 from dataclasses import dataclass
+from typing import Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, parse_tag
@@ -16,7 +17,7 @@ from packaging.version import Version
 
 from torch_fl_preflight.errors import WheelError
 from torch_fl_preflight.report import SubjectReport
-from torch_fl_preflight.wheel_reader import WheelArchive
+from torch_fl_preflight.wheel_reader import Member, Sink, WheelArchive
 
 MAX_METADATA_BYTES = 1 << 20
 MAX_RECORD_BYTES = 8 << 20
@@ -135,7 +136,15 @@ def parse_record(text: str) -> dict[str, tuple[str | None, str | None, int | Non
     return out
 
 
-def check_record(whl: WheelArchive, meta: WheelMetadata, report: SubjectReport) -> dict[str, str]:
+class MemberScanner(Protocol):
+    """Sees each member while it is hashed (one inflation pass per member)."""
+
+    def start(self, member: Member) -> Sink | None: ...
+    def finish(self, member: Member, sink: Sink | None) -> None: ...
+
+
+def check_record(whl: WheelArchive, meta: WheelMetadata, report: SubjectReport,
+                 scanner: MemberScanner | None = None) -> dict[str, str]:
     """Hash every member against RECORD. Returns member -> sha256 hex (reused by the manifest checks)."""
     record_name = f"{meta.dist_info}/RECORD"
     record = parse_record(whl.read(record_name, MAX_RECORD_BYTES).decode("utf-8", "replace"))
@@ -143,7 +152,10 @@ def check_record(whl: WheelArchive, meta: WheelMetadata, report: SubjectReport) 
     bad: list[str] = []
     unsigned = {record_name, f"{meta.dist_info}/RECORD.jws", f"{meta.dist_info}/RECORD.p7s"}
     for m in whl.files():
-        sha, size = whl.digest(m.name)
+        sink = scanner.start(m) if scanner is not None else None
+        sha, size = whl.digest(m.name, sink)
+        if scanner is not None:
+            scanner.finish(m, sink)
         digests[m.name] = sha
         if m.name in unsigned:
             continue

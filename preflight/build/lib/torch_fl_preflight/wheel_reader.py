@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import IO
+from typing import IO, Protocol
 
 from torch_fl_preflight.errors import WheelError
 from torch_fl_preflight.elf_reader import StreamPrefixSource
@@ -28,6 +28,10 @@ MAX_TOTAL_SIZE = 16 << 30
 MAX_RATIO = 100
 RATIO_FLOOR = 1 << 20  # small members may compress well without being suspicious
 HASH_CHUNK = 4 << 20
+
+
+class Sink(Protocol):
+    def feed(self, chunk: bytes) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -117,8 +121,11 @@ class WheelArchive:
         with self.open(name) as fh:
             return _guarded(lambda: fh.read(length), name)
 
-    def digest(self, name: str) -> tuple[str, int]:
-        """sha256 hex and length of a member, inflating it in chunks; zipfile checks the CRC at the end."""
+    def digest(self, name: str, sink: Sink | None = None) -> tuple[str, int]:
+        """sha256 hex and length of a member, inflating it in chunks; zipfile checks the CRC at the end.
+
+        `sink.feed` sees every chunk, so other readers (the ELF capture) share this single pass.
+        """
         h = hashlib.sha256()
         n = 0
         with self.open(name) as fh:
@@ -128,6 +135,8 @@ class WheelArchive:
                     break
                 n += len(chunk)
                 h.update(chunk)
+                if sink is not None:
+                    sink.feed(chunk)
         return h.hexdigest(), n
 
     def prefix_source(self, name: str) -> tuple[StreamPrefixSource, IO[bytes]]:
