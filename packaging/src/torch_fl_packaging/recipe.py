@@ -202,7 +202,8 @@ class Recipe:
 # -- loading ------------------------------------------------------------------
 
 def _did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
+    options = list(choices)
+    close = difflib.get_close_matches(word, options, n=1) or [o for o in options if word and o.startswith(word)][:1]
     return f"did you mean {close[0]!r}?" if close else ""
 
 

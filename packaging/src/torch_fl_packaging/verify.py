@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
+
 from .configure import Config
 from .errors import ManifestError, VerifyError
 from .manifest import MANIFEST_PATH, load_schema, validate_manifest
@@ -95,7 +97,10 @@ def check_wheel(wheel: Path, schema: dict[str, Any]) -> tuple[int, int, dict[str
     if manifest["wheel"]["version"] != meta["Version"] or manifest["wheel"]["filename"] != wheel.name:
         raise VerifyError("manifest disagrees with the wheel's METADATA or file name",
                           f"{manifest['wheel']['version']} / {manifest['wheel']['filename']}", "rerun the pipeline")
-    if sorted(manifest["requirements"]) != sorted(meta.get_all("Requires-Dist") or []):
+    def norm(reqs: list[str]) -> list[str]:
+        return sorted(str(Requirement(r)) for r in reqs)
+
+    if norm(manifest["requirements"]) != norm(meta.get_all("Requires-Dist") or []):
         raise VerifyError("manifest requirements differ from METADATA", manifest["requirements"], "rerun the pipeline")
     return len(names), len(recorded), manifest
 

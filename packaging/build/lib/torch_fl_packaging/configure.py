@@ -438,8 +438,18 @@ def configure(
         check_concrete_version(sdk_version, "--sdk-version", "pass the real version, e.g. --sdk-version 3.8.1")
     torch, torch_lib = installed_torch()
     root = _resolve_sdk_root(recipe, sdk_root)
+    # The SDK is checked before the vendor torch: it is cheaper, and the cuda-assets
+    # kind (whose version comes from the CUDA torch) has no SDK tree to check.
+    version: str | None = None
+    if recipe.kind != "cuda-assets":
+        version = _resolve_sdk_version(recipe, root, sdk_version, None)
+        if recipe.sdk and recipe.sdk.version_file and version is None:
+            where = root / recipe.sdk.version_file if root else recipe.sdk.version_file
+            raise ConfigureError(f"cannot read the {recipe.sdk.name} SDK version", where,
+                                 "pass --sdk-version X.Y.Z")
     vendor = _resolve_vendor(recipe, vendor_torch, torch, torch_lib)
-    version = _resolve_sdk_version(recipe, root, sdk_version, vendor)
+    if recipe.kind == "cuda-assets":
+        version = _resolve_sdk_version(recipe, root, sdk_version, vendor)
     local = _local_version(recipe, version, vendor)
     base = _base(torch.version)
     if recipe.exact_torch:
