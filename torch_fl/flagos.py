@@ -93,22 +93,31 @@ def synchronize(device: _DeviceLike = None) -> None:
     _C._synchronize(_index(device))
 
 
-class Stream(torch.Stream):
-    """A flagos stream (``torch.Stream`` bound to a flagos device)."""
+class _OnFlagos(type):
+    """isinstance(x, torch.flagos.Stream) holds for any torch.Stream on a flagos device."""
 
-    def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs: Any) -> "Stream":
-        if kwargs:  # reconstructing from (stream_id, device_index, device_type)
-            return super().__new__(cls, **kwargs)
-        return super().__new__(cls, device=torch.device("flagos", _index(device)), priority=priority)
+    def __instancecheck__(cls, obj: object) -> bool:
+        base = cls.__mro__[1]
+        return isinstance(obj, base) and getattr(obj, "device", None) is not None and obj.device.type == "flagos"
 
 
-class Event(torch.Event):
-    """A flagos event (``torch.Event`` bound to a flagos device)."""
+# PyTorch's C++ stream/event methods accept only exact torch.Stream/torch.Event
+# objects (elapsed_time(other) rejects subclasses), so these construct plain
+# ones bound to a flagos device.
+class Stream(torch.Stream, metaclass=_OnFlagos):
+    """A flagos stream: ``torch.Stream`` on a flagos device (default: the current one)."""
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
-                device: _DeviceLike = None) -> "Event":
-        return super().__new__(cls, device=torch.device("flagos", _index(device)), enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+    def __new__(cls, device: _DeviceLike = None, priority: int = 0) -> torch.Stream:  # type: ignore[misc]
+        return torch.Stream(device=torch.device("flagos", _index(device)), priority=priority)
+
+
+class Event(torch.Event, metaclass=_OnFlagos):
+    """A flagos event: ``torch.Event`` on a flagos device (default: the current one)."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,  # type: ignore[misc]
+                device: _DeviceLike = None) -> torch.Event:
+        return torch.Event(device=torch.device("flagos", _index(device)), enable_timing=enable_timing,
+                           blocking=blocking, interprocess=interprocess)
 
 
 def current_stream(device: _DeviceLike = None) -> torch.Stream:

@@ -1,9 +1,11 @@
 #include "aten/Boxing.h"
 
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <unordered_set>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -47,21 +49,68 @@ c10::Device op_device(const torch::jit::Stack& stack, size_t first, size_t count
   return c10::Device(c10::DeviceType::PrivateUse1, runtime::current_device());
 }
 
+FlagosGenerator& flagos_generator_of(c10::Device device) {
+  return *static_cast<FlagosGenerator*>(default_generator(device.index()).unsafeGetGeneratorImpl());
+}
+
+// Seeded random ops without a Generator argument (native_dropout, ...) draw
+// from the CPU default generator inside the CPU kernel.  For the call, the CPU
+// default generator is lent the flagos generator's state, and the advanced
+// state is handed back afterwards, so the flagos seed governs them too.
+class LentCpuGenerator {
+ public:
+  explicit LentCpuGenerator(at::Generator engine)
+      : engine_(std::move(engine)), cpu_(at::detail::getDefaultCPUGenerator()) {
+    at::Tensor engine_state;
+    {
+      std::lock_guard<std::mutex> lock(engine_.mutex());
+      engine_state = engine_.get_state();
+    }
+    std::lock_guard<std::mutex> lock(cpu_.mutex());
+    saved_ = cpu_.get_state();
+    cpu_.set_state(engine_state);
+  }
+  ~LentCpuGenerator() {
+    at::Tensor advanced;
+    {
+      std::lock_guard<std::mutex> lock(cpu_.mutex());
+      advanced = cpu_.get_state();
+      cpu_.set_state(saved_);
+    }
+    std::lock_guard<std::mutex> lock(engine_.mutex());
+    engine_.set_state(advanced);
+  }
+  LentCpuGenerator(const LentCpuGenerator&) = delete;
+  LentCpuGenerator& operator=(const LentCpuGenerator&) = delete;
+
+ private:
+  at::Generator engine_;
+  at::Generator cpu_;
+  at::Tensor saved_;
+};
+
 // CPU kernels accept only CPU generators: give them the engine of the flagos
 // generator, and the device's default generator where none was passed, so that
-// torch.flagos.manual_seed governs random ops on flagos.
-void substitute_generators(const c10::FunctionSchema& schema, torch::jit::Stack& stack, size_t first,
-                           c10::Device device) {
-  const auto& arguments = schema.arguments();
+// torch.flagos.manual_seed governs random ops on flagos.  Returns the lent CPU
+// default generator for seeded ops that have no Generator argument.
+std::unique_ptr<LentCpuGenerator> substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                                      size_t first, c10::Device device) {
+  const auto& arguments = op.schema().arguments();
+  bool has_generator_argument = false;
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (!is_optional_generator(arguments[i])) continue;
+    has_generator_argument = true;
     auto& v = stack[first + i];
     if (v.isNone()) {
-      v = c10::IValue(static_cast<FlagosGenerator*>(default_generator(device.index()).unsafeGetGeneratorImpl())->engine());
+      v = c10::IValue(flagos_generator_of(device).engine());
     } else if (v.isGenerator() && v.toGenerator().device().type() == c10::DeviceType::PrivateUse1) {
       v = c10::IValue(v.toGenerator().get<FlagosGenerator>()->engine());
     }
   }
+  if (!has_generator_argument && op.hasTag(at::Tag::nondeterministic_seeded)) {
+    return std::make_unique<LentCpuGenerator>(flagos_generator_of(device).engine());
+  }
+  return nullptr;
 }
 
 struct HostViews {
@@ -70,6 +119,11 @@ struct HostViews {
   std::vector<bool> written;  // the schema marks the argument as written to
 
   at::Tensor add(const at::Tensor& t, bool is_written) {
+    // PyTorch's kernels would reject operands on two CUDA devices; the host
+    // views all look like CPU tensors, so the check is made here.
+    TORCH_CHECK(device_tensors.empty() || device_tensors.front().device() == t.device(),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                device_tensors.front().device(), " and ", t.device(), "!");
     device_tensors.push_back(t);
     views.push_back(host_view(t));
     written.push_back(is_written);
@@ -134,7 +188,7 @@ void run_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       v = c10::IValue(c10::Device(c10::DeviceType::CPU));
     }
   }
-  substitute_generators(schema, *stack, first, device);
+  const auto lent_generator = substitute_generators(op, *stack, first, device);
 
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 
@@ -162,7 +216,7 @@ void run_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
   const size_t first = stack->size() - arguments.size();
   const c10::Device device = op_device(*stack, first, arguments.size());
-  substitute_generators(op.schema(), *stack, first, device);
+  const auto lent_generator = substitute_generators(op, *stack, first, device);
   at::native::cpu_fallback(op, stack);
 }
 

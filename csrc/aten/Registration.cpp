@@ -5,6 +5,7 @@
 
 #include "aten/Boxing.h"
 #include "aten/NativeOps.h"
+#include "aten/OverrideableOps.h"
 
 namespace torch_fl::aten {
 
@@ -23,6 +24,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
+}
+
+// Functional ops whose generic PrivateUse1 path calls their out= variant with a
+// 0-dim output that the CPU kernel then resizes (a deprecation warning on every
+// call); routing the functional op itself runs PyTorch's CPU functional kernel.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

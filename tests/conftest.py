@@ -1,0 +1,28 @@
+"""Suite-wide switches for the heavy markers (see [tool.pytest.ini_options])."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def _gpu_present() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.version.cuda) and torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cuda_assets = os.environ.get("FLAGOS_TEST_CUDA_ASSETS") == "1"
+    gpu = None
+    for item in items:
+        if "cuda_assets" in item.keywords and not cuda_assets:
+            item.add_marker(pytest.mark.skip(reason="downloads the CUDA torch wheel; set FLAGOS_TEST_CUDA_ASSETS=1"))
+        if "gpu" in item.keywords:
+            if gpu is None:
+                gpu = _gpu_present()
+            if not gpu:
+                item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU and a CUDA build of torch"))
