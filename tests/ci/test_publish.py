@@ -93,6 +93,7 @@ def test_end_state_survives_resets_503s_and_stalls(pypi: PyPIServer, wheels: lis
         Fault("stall_response", match=c),  # stored, but the response never arrives
         Fault("stall_request", match=a),  # nothing forwarded, nothing answered
         Fault("503", method="GET", times=1),  # the first simple-page read
+        Fault("stall_response", method="GET", times=1),  # and the next one
     ]
     # Short enough to make the stalls cheap, long enough for the largest wheel (FLAGOS_TEST_WHEEL_DIR's
     # may be hundreds of MB) to go through at a modest loopback rate; the stalls outlast it.

@@ -11,7 +11,7 @@ from publish_support import PUBLISH_SRC
 
 sys.path.insert(0, str(PUBLISH_SRC))  # when torch-fl-publish is not installed
 from publish_support import make_wheel
-from torch_fl_publish import credentials, index, release, upload, wheels
+from torch_fl_publish import credentials, index, publish, release, upload, wheels
 
 BASE = "https://idx.example/simple/torch-fl/"
 SHA = "a" * 64
@@ -115,3 +115,38 @@ def test_failed_checks_are_found_in_any_shape() -> None:
         "groups": {"elf": [{"id": "elf.symbols", "result": "FAIL"}]},
     }
     assert release._failed_checks(doc) == ["elf.symbols", "wheel.record"]
+
+
+class _Listing:
+    """An index whose simple page is given (pure logic: what verification concludes from it)."""
+
+    def __init__(self, files: list[index.IndexFile]):
+        self._files = files
+
+    def files(self, project: str) -> list[index.IndexFile]:
+        return self._files
+
+    def sha256_of(self, file: index.IndexFile) -> str:
+        assert file.sha256 is not None
+        return file.sha256
+
+    def project_url(self, project: str) -> str:
+        return f"https://idx.example/simple/{project}/"
+
+
+@pytest.mark.parametrize(
+    ("listing", "status", "detail"),
+    [
+        ("once", "uploaded", ""),
+        ("missing", "unverified", "not listed on the index after upload"),
+        ("twice", "unverified", "listed 2 times on the index"),
+        ("other", "unverified", "the index serves another sha256"),
+    ],
+)
+def test_verification_after_upload(tmp_path: Path, listing: str, status: str, detail: str) -> None:
+    wheel = wheels.inspect(make_wheel(tmp_path))
+    mine = index.IndexFile(wheel.filename, "u", wheel.sha256)
+    files = {"once": [mine], "missing": [], "twice": [mine, mine], "other": [index.IndexFile(wheel.filename, "u", SHA)]}
+    outcome = upload.Outcome(wheel, upload.Status.UPLOADED, "", 1, wheel.sha256)
+    publish._verify([outcome], _Listing(files[listing]), upload.RetryPolicy(attempts=1), lambda _: None)  # type: ignore[arg-type]
+    assert (outcome.status.value, outcome.detail, outcome.verified) == (status, detail, listing == "once")
