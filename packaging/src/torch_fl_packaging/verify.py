@@ -86,6 +86,8 @@ def check_wheel(wheel: Path, schema: dict[str, Any]) -> tuple[int, int, dict[str
         except ManifestError as exc:
             raise VerifyError(exc.problem, exc.value, exc.fix) from None
         meta = email.parser.Parser().parsestr(zf.read(f"{dist_info}/METADATA").decode(), headersonly=True)
+        wheel_meta = email.parser.Parser().parsestr(zf.read(f"{dist_info}/WHEEL").decode(), headersonly=True)
+        wheel_tags = wheel_meta.get_all("Tag") or []
         elf_members = {n for n in names if not n.endswith("/") and zf.open(n).read(4) == b"\x7fELF"}
     recorded = {r["path"]: r for r in manifest["elf"]}
     if set(recorded) != elf_members:
@@ -94,6 +96,9 @@ def check_wheel(wheel: Path, schema: dict[str, Any]) -> tuple[int, int, dict[str
     for path, rec in recorded.items():
         if rec["sha256"] != hashes[path]:
             raise VerifyError("manifest sha256 differs from the member", path, "rerun the manifest stage")
+    if sorted(wheel_tags) != sorted(manifest["wheel"]["tags"]):
+        raise VerifyError("WHEEL tags differ from the manifest", f"{wheel_tags} vs {manifest['wheel']['tags']}",
+                          "rerun the repair stage")
     if manifest["wheel"]["version"] != meta["Version"] or manifest["wheel"]["filename"] != wheel.name:
         raise VerifyError("manifest disagrees with the wheel's METADATA or file name",
                           f"{manifest['wheel']['version']} / {manifest['wheel']['filename']}", "rerun the pipeline")

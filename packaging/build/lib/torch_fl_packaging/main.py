@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         from_wheel=args.from_wheel, compress_level=args.compress_level, jobs=args.jobs,
         preflight=args.preflight, keep_work=args.keep_work,
     )
-    reporter = Reporter(enabled=not args.json)
+    # Progress and stage lines go to stderr in both modes; stdout carries only the summary.
+    reporter = Reporter(enabled=True)
     try:
         with reporter:
             summary = run(options, reporter)

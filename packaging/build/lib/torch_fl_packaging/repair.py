@@ -123,7 +123,11 @@ def _read_tags(staged: Staged) -> list[str]:
 
 def _write_tags(staged: Staged, tags: list[str]) -> None:
     wheel_file = staged.root / staged.dist_info / "WHEEL"
+    # WHEEL is an RFC 822 header block: a blank line would end it, so the tags go
+    # before any trailing blank lines (scikit-build-core writes one).
     lines = [ln for ln in wheel_file.read_text().splitlines() if not ln.startswith("Tag:")]
+    while lines and not lines[-1].strip():
+        lines.pop()
     lines += [f"Tag: {t}" for t in tags]
     wheel_file.write_text("\n".join(lines) + "\n")
 

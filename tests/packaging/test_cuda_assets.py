@@ -1,0 +1,97 @@
+"""cuda-assets with a SYNTHETIC CUDA torch wheel (real ELF files, CUDA torch's names and layout).
+
+The real CUDA torch 2.13.0 wheel is exercised by test_cuda_assets_real.py (opt-in).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import BUNDLERS, run_build, torch_base
+from synthetic import PY_TAG, compile_library, make_plugin_wheel
+from torch_fl_packaging.configure import installed_torch
+from torch_fl_packaging.elf_read import read_elf
+from torch_fl_packaging.recipe import load_recipe
+
+CUDA_REQS = [
+    'nvidia-cuda-runtime==13.0.96; platform_system == "Linux"',
+    'cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"',
+    'nvidia-nccl-cu13==2.28.9; platform_system == "Linux"',
+]
+
+
+def make_cuda_torch_wheel(tmp: Path, torch_lib: Path, *, git_version: str | None = None,
+                          cuda: str = "13.0") -> Path:
+    info, _ = installed_torch()
+    build = tmp / "cuda-torch-build"
+    cudart = compile_library(build / "nvidia/cu13/lib/libcudart.so.13", "libcudart.so.13", exports=["cudaMalloc"])
+    rpath = "$ORIGIN/../../nvidia/cublas/lib:$ORIGIN/../../nvidia/cu13/lib:$ORIGIN:/usr/local/cuda/lib64"
+    c10_cuda = compile_library(build / "libc10_cuda.so", "libc10_cuda.so", needed=[cudart, torch_lib / "libc10.so"],
+                               rpath=rpath, exports=["c10_cuda_init"], calls=["cudaMalloc"])
+    torch_cuda = compile_library(build / "libtorch_cuda.so", "libtorch_cuda.so",
+                                 needed=[c10_cuda, cudart, torch_lib / "libtorch_cpu.so"], rpath=rpath,
+                                 calls=["c10_cuda_init"])
+    nvrtc = compile_library(build / "libcaffe2_nvrtc.so", "libcaffe2_nvrtc.so", needed=[cudart], rpath=rpath)
+    version = torch_base()
+    meta = f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\nRequires-Dist: filelock\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in CUDA_REQS)
+    meta += 'Requires-Dist: optree>=0.13.0; extra == "optree"\n'
+    path = tmp / f"torch-{version}-{PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("torch/version.py", f"__version__ = '{version}'\ngit_version = '{git_version or info.git_version}'\n"
+                                        f"cuda = '{cuda}'\n")
+        for lib in (c10_cuda, torch_cuda, nvrtc):
+            zf.write(lib, f"torch/lib/{lib.name}")
+        zf.writestr(f"torch-{version}.dist-info/METADATA", meta)
+    return path
+
+
+@pytest.mark.compile
+def test_cuda_assets_layout_rpath_and_requirements(tmp_path: Path, torch_lib: Path) -> None:
+    cuda_wheel = make_cuda_torch_wheel(tmp_path, torch_lib)
+    base = torch_base()
+    reqs = [f"torch=={base}", *CUDA_REQS]
+    plugin = make_plugin_wheel(tmp_path, load_recipe("cuda", BUNDLERS), version=f"{base}+cuda13.0", requires=reqs,
+                               torch_lib=torch_lib)
+    out = tmp_path / "out"
+    res = run_build(["--platform", "cuda", "--vendor-torch", str(cuda_wheel), "--from-wheel", str(plugin),
+                     "--out", str(out), "--json"])
+    assert res.rc == 0, res.stderr
+    summary = res.json
+    assert summary["wheel"]["version"] == f"{base}+cuda13.0"
+    assert summary["requirements"] == reqs  # derived from the CUDA wheel's METADATA, extras dropped
+    tree = tmp_path / "tree"
+    with zipfile.ZipFile(out / summary["wheel"]["filename"]) as zf:
+        zf.extractall(tree)
+    bundled = sorted(p.name for p in (tree / "torch_fl/cuda").iterdir())
+    assert bundled == ["libc10_cuda.so", "libcaffe2_nvrtc.so", "libtorch_cuda.so"]  # optional ones absent
+    rpath = read_elf(tree / "torch_fl/cuda/libtorch_cuda.so").rpath
+    # The recipe's entries, then the CUDA 12 per-component entry kept from the source;
+    # the absolute /usr/local/cuda entry is dropped.
+    assert rpath == ("$ORIGIN", "$ORIGIN/../../torch/lib", "$ORIGIN/../../nvidia/cu13/lib",
+                     "$ORIGIN/../../nvidia/cublas/lib")
+    plugin_rpath = read_elf(next((tree / "torch_fl").glob("_C*.so"))).rpath
+    assert plugin_rpath[0] == "$ORIGIN/cuda"
+    import json
+    manifest = json.loads((tree / "torch_fl/compatibility.json").read_text())
+    assert manifest["torch"]["requirement"] == f"torch=={base}"
+    assert manifest["sdk"] == {"name": "cuda", "version": "13.0"}
+    assert manifest["vendor_torch"]["source"] == cuda_wheel.name
+    assert {r["origin"] for r in manifest["elf"] if r["path"].startswith("torch_fl/cuda/")} == {"bundled"}
+    assert not (tree / "torch_fl.libs").exists()  # libcudart comes from pip, never grafted
+
+
+@pytest.mark.compile
+def test_cuda_wheel_of_another_commit_is_refused(tmp_path: Path, torch_lib: Path) -> None:
+    cuda_wheel = make_cuda_torch_wheel(tmp_path, torch_lib, git_version="0123456789abcdef")
+    out = tmp_path / "out"
+    res = run_build(["--platform", "cuda", "--vendor-torch", str(cuda_wheel), "--out", str(out)])
+    assert res.rc == 2 and "git version differs" in res.stderr and not out.exists()
+
+
+@pytest.mark.compile
+def test_cpu_torch_is_not_a_cuda_torch(tmp_path: Path, torch_lib: Path) -> None:
+    res = run_build(["--platform", "cuda", "--vendor-torch", str(torch_lib), "--out", str(tmp_path / "o")])
+    assert res.rc == 2 and "not a CUDA build" in res.stderr
