@@ -109,3 +109,48 @@ def platform_inputs(tmp_path: Path, torch_lib: Path, request: pytest.FixtureRequ
         return PlatformInputs(recipe, args, sdk_root, wheel)
 
     return make
+
+
+# -- the real wheels (marker: wheel) ---------------------------------------------
+
+def _find_wheel(directory: Path, local: str) -> Path | None:
+    found = sorted(directory.glob(f"torch_fl-*+{local}-*.whl"))
+    return found[-1] if found else None
+
+
+@pytest.fixture(scope="session")
+def real_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The real host and host-forked wheels, built once per session by torch-fl-build.
+
+    ``FLAGOS_TEST_WHEEL_DIR`` names a directory that already holds them (ci/build-wheel's dist/).
+    """
+    given = os.environ.get("FLAGOS_TEST_WHEEL_DIR")
+    wheels: dict[str, Path] = {}
+    out = Path(given) if given else tmp_path_factory.mktemp("real-wheels")
+    for platform in ("host", "host-forked"):
+        local = load_recipe(platform, BUNDLERS).wheel.local_version
+        wheel = _find_wheel(out, local)
+        if wheel is None:
+            if given:
+                pytest.fail(f"FLAGOS_TEST_WHEEL_DIR={given} holds no torch_fl-*+{local}-*.whl")
+            env = build_env()
+            env.setdefault("SOURCE_DATE_EPOCH", "1700000000")
+            res = run_build(["--platform", platform, "--out", str(out)], env=env)
+            assert res.rc == 0, res.stderr[-3000:]
+            wheel = _find_wheel(out, local)
+            assert wheel is not None
+        wheels[platform] = wheel
+    return wheels
+
+
+@pytest.fixture(scope="session")
+def stock_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment holding only stock torch (the build's version); returns its python."""
+    from torch_fl_packaging.configure import installed_torch
+
+    env_dir = tmp_path_factory.mktemp("stock-env")
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
+    py = env_dir / "bin" / "python"
+    version = installed_torch()[0].version.split("+")[0]
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", f"torch=={version}"], check=True)
+    return py
