@@ -155,11 +155,16 @@ def test_wrong_password_is_one_line_exit_2(pypi: PyPIServer, wheels: list[Path])
     env = publish_env(None, TORCH_FL_PUBLISH_USERNAME=pypi.username, TORCH_FL_PUBLISH_PASSWORD="wrong-one")
     done = run_publish(args_for(pypi.url, wheels), env)
     assert done.returncode == 2
-    assert done.stdout == ""
     (line,) = done.stderr.strip().splitlines()[-1:]
     assert "refused the credentials" in line and "TORCH_FL_PUBLISH_PASSWORD" in line
-    assert "Traceback" not in done.stderr and "wrong-one" not in done.stderr
+    assert "Traceback" not in done.stderr and "wrong-one" not in done.stderr + done.stdout
+    # --json: the same line as one JSON document, with the same exit code.
+    jsonschema.validate(done.json, SCHEMA)
+    assert done.json == {**done.json, "ok": False, "error": line, "exit_code": 2}
     assert list(pypi.packages.iterdir()) == []
+
+    plain = run_publish(["--lane", "host", "--repository-url", pypi.url, *map(str, wheels)], env)
+    assert plain.returncode == 2 and plain.stdout == ""
 
 
 def test_dry_run_uploads_nothing(pypi: PyPIServer, wheels: list[Path]) -> None:

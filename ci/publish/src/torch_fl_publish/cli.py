@@ -55,6 +55,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet:
             say(line)
 
+    def fail(line: str, code: int) -> int:
+        """One line on stderr (and, with --json, one error document on stdout); the traceback with --debug."""
+        if args.debug:
+            say(traceback.format_exc().rstrip())
+        say(line)
+        if args.json:
+            report.write_error_json(credentials.redact(line, secrets), code, sys.stdout)
+        return code
+
     try:
         if args.retries < 0 or args.timeout <= 0 or args.backoff < 0:
             raise PublishError(
@@ -80,18 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         result = run(settings, secrets, log)
     except PublishError as exc:
-        if args.debug:
-            traceback.print_exc()
-        say(exc.one_line())
-        return exc.exit_code
+        return fail(exc.one_line(), exc.exit_code)
     except KeyboardInterrupt:
-        say("interrupted — the index may hold some of the wheels; run again to finish (it is idempotent)")
-        return 130
+        return fail("interrupted — the index may hold some of the wheels; run again to finish (it is idempotent)", 130)
     except Exception as exc:
-        if args.debug:
-            traceback.print_exc(file=sys.stderr)
-        say(f"internal error ({type(exc).__name__}: {exc}) — rerun with --debug and report it")
-        return EXIT_BAD_INPUT
+        return fail(f"internal error ({type(exc).__name__}: {exc}) — rerun with --debug and report it", EXIT_BAD_INPUT)
     if args.json:
         report.write_json(result, sys.stdout)
     else:

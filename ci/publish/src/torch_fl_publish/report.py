@@ -55,6 +55,18 @@ def as_json(result: Result) -> dict[str, Any]:
     }
 
 
+def write_error_json(line: str, exit_code: int, out: TextIO) -> None:
+    document = {
+        "version": JSON_VERSION,
+        "tool": "torch-fl-publish",
+        "tool_version": __version__,
+        "ok": False,
+        "error": line,
+        "exit_code": exit_code,
+    }
+    out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
 def write_json(result: Result, out: TextIO) -> None:
     out.write(json.dumps(as_json(result), indent=2) + "\n")
 
