@@ -264,3 +264,182 @@ def run_preflight(args: list[str], python: str | None = None, env: dict[str, str
     if env:
         e.update(env)
     return subprocess.run([*exe, *args], capture_output=True, text=True, timeout=timeout, env=e, check=False)
+
+
+# --- cuda-assets: the real CUDA torch libraries (opt-in, large downloads) --------------------------------
+
+CUDA_ASSET_LIBS = ("libtorch_cuda.so", "libc10_cuda.so", "libtorch_cuda_linalg.so", "libtorch_nvshmem.so",
+                   "libcaffe2_nvrtc.so")
+
+
+def cache_dir() -> Path:
+    """Outside the repository: ${XDG_CACHE_HOME:-~/.cache}/torch_fl."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "torch_fl"
+
+
+def _pip(*args: str, pypi: bool = False) -> None:
+    env = dict(os.environ)
+    if pypi:
+        # The machine's pip configuration prefers a local wheelhouse with +cpu builds; the CUDA
+        # build of torch 2.13.0 and its nvidia-* requirements come from PyPI itself.
+        env.pop("PIP_FIND_LINKS", None)
+        env.pop("PIP_CONSTRAINT", None)
+        env["PIP_CONFIG_FILE"] = os.devnull
+        args = (*args, "-i", "https://pypi.org/simple")
+    subprocess.run([sys.executable, "-m", "pip", *args], check=True, env=env, capture_output=True, timeout=3600)
+
+
+def _one(d: Path, pattern: str) -> Path | None:
+    found = sorted(d.glob(pattern)) if d.is_dir() else []
+    return found[0] if found else None
+
+
+def download_cuda_inputs() -> dict[str, Any]:
+    """torch 2.13.0 CUDA (PyPI), its nvidia-* runtime requirements, torch 2.13.0+cpu and torch 2.14.1
+    (the machine's wheelhouse); reused from the cache when present."""
+    c = cache_dir()
+    cu = c / "cu"
+    cuda_whl = _one(cu, "torch-2.13.0-*.whl")
+    if cuda_whl is None:
+        _pip("download", "--no-deps", "--only-binary=:all:", "torch==2.13.0", "-d", str(cu), pypi=True)
+        cuda_whl = _one(cu, "torch-2.13.0-*.whl")
+    assert cuda_whl is not None
+    with zipfile.ZipFile(cuda_whl) as z:
+        meta = z.read("torch-2.13.0.dist-info/METADATA").decode()
+    reqs = [ln.split(":", 1)[1].strip() for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
+    runtime = [r for r in reqs if r.split("[")[0].split("=")[0].split(";")[0].strip().startswith(("nvidia-", "cuda-toolkit"))]
+    nv = c / "nv"
+    if not (nv / "complete").exists():
+        req_file = c / "nv-req.txt"
+        req_file.write_text("\n".join(r.split(";")[0].strip() for r in runtime) + "\n")
+        _pip("download", "--only-binary=:all:", "-r", str(req_file), "-d", str(nv), pypi=True)
+        (nv / "complete").write_text("ok\n")
+    cpu_whl = _one(c / "cpu", "torch-2.13.0+cpu-*.whl")
+    if cpu_whl is None:
+        _pip("download", "--no-deps", "torch==2.13.0", "-d", str(c / "cpu"))
+        cpu_whl = _one(c / "cpu", "torch-2.13.0*.whl")
+    next_whl = _one(c / "dl", "torch-2.14.1-*.whl")
+    if next_whl is None:
+        _pip("download", "--no-deps", "torch==2.14.1", "-d", str(c / "dl"))
+        next_whl = _one(c / "dl", "torch-2.14.1-*.whl")
+    return {"cuda": cuda_whl, "cuda_runtime_reqs": runtime, "nvidia": sorted(nv.glob("*.whl")), "cpu": cpu_whl,
+            "next": next_whl}
+
+
+def cuda_env(name: str, torch_whl: Path, nvidia: list[Path], share_nvidia_from: Path | None = None) -> Path:
+    """A venv in the cache holding one torch wheel and the nvidia packages (installed once)."""
+    root = cache_dir() / "envs" / name
+    py = root / "bin" / "python"
+    if (root / "ready").exists():
+        return py
+    if root.exists():
+        shutil.rmtree(root)
+    venv.EnvBuilder(with_pip=True, symlinks=True).create(root)
+    pkgs = [str(torch_whl)] + ([] if share_nvidia_from else [str(p) for p in nvidia])
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-compile", *pkgs], check=True,
+                   capture_output=True, timeout=3600)
+    if share_nvidia_from is not None:
+        site = Path(subprocess.run([str(py), "-c", "import sysconfig;print(sysconfig.get_paths()['platlib'])"],
+                                   check=True, capture_output=True, text=True).stdout.strip())
+        src_site = next((share_nvidia_from / "lib").glob("python*/site-packages"))
+        (site / "nvidia").symlink_to(src_site / "nvidia")
+    (root / "ready").write_text("ok\n")
+    return py
+
+
+def cuda_assets_wheel(inputs: dict[str, Any], out_dir: Path) -> Path:
+    """A stand-in for the cuda-assets torch_fl wheel: the five CUDA libraries of torch 2.13.0 under
+    torch_fl/lib, streamed member to member (never whole in memory), exact torch pin, the CUDA
+    wheel's runtime requirements, and a manifest; their RPATH is the CUDA wheel's own, which points
+    at site-packages/nvidia from torch_fl/lib just as from torch/lib."""
+    spec_name, version = "torch_fl", "2.13.0+cuda13.0"
+    tag = f"{PY_TAG}-{PY_TAG}-{PLAT}"
+    filename = f"{spec_name}-{version}-{tag}.whl"
+    path = out_dir / filename
+    if path.exists():
+        return path
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / (filename + ".part")
+    reqs = ["torch==2.13.0", *inputs["cuda_runtime_reqs"]]
+    records: list[dict[str, Any]] = []
+    rows: list[str] = []
+    extract = out_dir / "extract"
+    with zipfile.ZipFile(inputs["cuda"]) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        vtext = src.read("torch/version.py").decode()
+        git = vtext.split("git_version = '")[1].split("'")[0]
+        for lib in CUDA_ASSET_LIBS:
+            member = f"torch/lib/{lib}"
+            target = f"torch_fl/lib/{lib}"
+            h = hashlib.sha256()
+            size = 0
+            info = zipfile.ZipInfo(target, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = 0o100755 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            extract.mkdir(exist_ok=True)
+            with src.open(member) as fin, dst.open(info, "w", force_zip64=True) as fout, \
+                    open(extract / lib, "wb") as disk:
+                for chunk in iter(lambda: fin.read(8 << 20), b""):
+                    h.update(chunk)
+                    size += len(chunk)
+                    fout.write(chunk)
+                    disk.write(chunk)
+            with open(extract / lib, "rb") as fh:
+                head = fh.read(1)
+            rec = _elf_record_file(extract / lib, target, "bundled")
+            rec["source"] = f"{Path(inputs['cuda']).name}:{member}"
+            assert head and rec["sha256"] == h.hexdigest() and rec["size"] == size
+            records.append(rec)
+            rows.append(f"{target},sha256={base64.urlsafe_b64encode(h.digest()).rstrip(b'=').decode()},{size}")
+            (extract / lib).unlink()
+        small: dict[str, bytes] = {"torch_fl/__init__.py": b"# stand-in cuda-assets payload\n"}
+        manifest = {
+            "schema_version": 1, "platform": "cuda",
+            "wheel": {"name": spec_name, "version": version, "tags": [tag], "filename": filename},
+            "bundle": {"kind": "cuda-assets", "directory": "torch_fl/lib"},
+            "torch": {"version": "2.13.0+cpu", "git_version": git, "cxx11_abi": True, "requirement": "torch==2.13.0"},
+            "sdk": {"name": "cuda", "version": "13.0"},
+            "vendor_torch": {"version": "2.13.0+cu130", "source": Path(inputs["cuda"]).name, "git_version": git},
+            "requirements": reqs,
+            "floors": {"glibc": "2.28", "glibcxx": "3.4.30"},
+            "runtime": {"directories": []},
+            "elf": records,
+        }
+        small["torch_fl/compatibility.json"] = json.dumps(manifest, indent=1).encode()
+        di = f"{spec_name}-{version}.dist-info"
+        small[f"{di}/METADATA"] = (f"Metadata-Version: 2.1\nName: {spec_name}\nVersion: {version}\n"
+                                   + "".join(f"Requires-Dist: {r}\n" for r in reqs)).encode()
+        small[f"{di}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: preflight-tests\nRoot-Is-Purelib: false\nTag: {tag}\n" \
+            .encode()
+        for p, d in small.items():
+            dst.writestr(zipfile.ZipInfo(p, date_time=(2020, 1, 1, 0, 0, 0)), d, zipfile.ZIP_DEFLATED)
+            rows.append(f"{p},sha256={_b64(d)},{len(d)}")
+        rows.append(f"{di}/RECORD,,")
+        dst.writestr(zipfile.ZipInfo(f"{di}/RECORD", date_time=(2020, 1, 1, 0, 0, 0)), "\n".join(rows) + "\n")
+    shutil.rmtree(extract, ignore_errors=True)
+    tmp.rename(path)
+    return path
+
+
+def _elf_record_file(path: Path, member: str, origin: str) -> dict[str, Any]:
+    """Like elf_record, from a file on disk (pyelftools reads only the parts it needs)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(8 << 20), b""):
+            h.update(chunk)
+        fh.seek(0)
+        elf = ELFFile(fh)
+        soname, needed, rpath, runpath = None, [], [], []
+        for seg in elf.iter_segments():
+            if seg.header.p_type == "PT_DYNAMIC":
+                for tag in seg.iter_tags():
+                    if tag.entry.d_tag == "DT_SONAME":
+                        soname = tag.soname
+                    elif tag.entry.d_tag == "DT_NEEDED":
+                        needed.append(tag.needed)
+                    elif tag.entry.d_tag == "DT_RPATH":
+                        rpath += [p for p in tag.rpath.split(":") if p]
+                    elif tag.entry.d_tag == "DT_RUNPATH":
+                        runpath += [p for p in tag.runpath.split(":") if p]
+    return {"path": member, "sha256": h.hexdigest(), "size": path.stat().st_size, "soname": soname,
+            "needed": needed, "rpath": rpath, "runpath": runpath, "origin": origin}

@@ -38,13 +38,15 @@ def _site(python: str) -> str:
 
 
 def external_agreement(wheel: Path, python: str, torch_lib: str) -> dict[str, str | None]:
+    """`torch_lib`: a LD_LIBRARY_PATH value given to both tools."""
     env = dict(os.environ, LD_LIBRARY_PATH=torch_lib)
     aw = subprocess.run([*_auditwheel(), "show", "--json", str(wheel)], capture_output=True, text=True, env=env,
                         check=False, timeout=600)
     assert aw.returncode == 0, aw.stderr
     theirs: dict[str, str | None] = json.loads(aw.stdout)["external_libs"]
 
-    r = B.run_preflight(["--wheel", str(wheel), "--python", python, "--json"], timeout=600)
+    r = B.run_preflight(["--wheel", str(wheel), "--python", python, "--json"], timeout=600,
+                        env={"LD_LIBRARY_PATH": torch_lib})
     doc = json.loads(r.stdout)
     mine: dict[str, str | None] = {}
     for per_member in doc["subjects"][0]["facts"]["external_libraries"].values():

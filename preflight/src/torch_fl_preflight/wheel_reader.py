@@ -9,6 +9,7 @@ CRC, truncated streams) is reported when a member is read.
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import Future, ThreadPoolExecutor
 import stat
 import zipfile
 import zlib
@@ -28,6 +29,14 @@ MAX_TOTAL_SIZE = 16 << 30
 MAX_RATIO = 100
 RATIO_FLOOR = 1 << 20  # small members may compress well without being suspicious
 HASH_CHUNK = 4 << 20
+PARALLEL_MIN = 1 << 20
+_HASHER: list[ThreadPoolExecutor] = []
+
+
+def _hasher() -> ThreadPoolExecutor:
+    if not _HASHER:
+        _HASHER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="preflight-sha256"))
+    return _HASHER[0]
 
 
 class Sink(Protocol):
@@ -125,16 +134,26 @@ class WheelArchive:
         """sha256 hex and length of a member, inflating it in chunks; zipfile checks the CRC at the end.
 
         `sink.feed` sees every chunk, so other readers (the ELF capture) share this single pass.
+        Hashing a chunk runs on a helper thread while the next chunk inflates: both zlib and
+        hashlib release the GIL on large buffers, so the two overlap on two cores (a 470 MB
+        libtorch_cuda.so: inflate ~0.8 s, sha256 ~0.35 s).
         """
         h = hashlib.sha256()
         n = 0
+        pending: Future[None] | None = None
         with self.open(name) as fh:
             while True:
                 chunk = _guarded(lambda: fh.read(HASH_CHUNK), name)
+                if pending is not None:
+                    pending.result()
+                    pending = None
                 if not chunk:
                     break
                 n += len(chunk)
-                h.update(chunk)
+                if len(chunk) >= PARALLEL_MIN:
+                    pending = _hasher().submit(h.update, chunk)
+                else:
+                    h.update(chunk)
                 if sink is not None:
                     sink.feed(chunk)
         return h.hexdigest(), n
