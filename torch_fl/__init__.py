@@ -12,6 +12,16 @@ import os
 
 from torch_fl import _env
 
+
+def _autoload() -> None:
+    """Entry point of ``torch.backends``: PyTorch calls it at ``import torch``.
+
+    Importing this package did the work.  It is defined before ``import torch``
+    because importing torch_fl first makes torch's autoload call back into this
+    module while it is still initialising.
+    """
+
+
 _env.warn_unknown_variables()
 
 import torch  # noqa: E402  (the environment check must not wait for torch)
@@ -51,7 +61,9 @@ routing.install(routing.load(_C._platform()), log_dispatch=os.environ.get("FLAGO
 
 def get_registered_ops() -> list[str]:
     """Operators with a native flagos kernel; every other operator is routed (see ``route``)."""
-    return sorted(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"))
+    return sorted(
+        op.removeprefix("aten::") for op in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
+    )
 
 
 def is_flaggems_enabled() -> bool:
@@ -59,7 +71,3 @@ def is_flaggems_enabled() -> bool:
     if "flaggems" not in _C._available_providers():
         return False
     return any(route(op).effective == "flaggems" for op in get_registered_ops())
-
-
-def _autoload() -> None:
-    """Entry point of ``torch.backends``: PyTorch calls it at ``import torch``; importing did the work."""

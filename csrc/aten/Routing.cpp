@@ -60,12 +60,45 @@ std::string strip_namespace(const std::string& name) {
   return name.rfind("aten::", 0) == 0 ? name.substr(6) : name;
 }
 
-Route resolve(const std::string& full_name, const std::string& base_name) {
+// PyTorch runs a functional structured op (add.Tensor) on a backend without
+// its own kernel by allocating the output and calling the out= variant
+// (add.out), so that is the op the fallback sees.  An entry for the
+// functional overload therefore also routes its out= variant: the overload of
+// the same name whose arguments are the out= variant's minus the outputs.
+bool is_functional_twin(const c10::FunctionSchema& out_variant, const c10::FunctionSchema& candidate) {
+  std::vector<const c10::Argument*> inputs;
+  for (const auto& a : out_variant.arguments()) {
+    if (!a.is_out()) inputs.push_back(&a);
+  }
+  const auto& args = candidate.arguments();
+  if (args.size() != inputs.size()) return false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].name() != inputs[i]->name() || *args[i].type() != *inputs[i]->type()) return false;
+  }
+  return true;
+}
+
+std::optional<Provider> functional_entry(const Table& t, const c10::FunctionSchema* schema,
+                                         const std::string& base_name) {
+  if (schema == nullptr || !schema->is_mutable()) return std::nullopt;
+  const std::string prefix = base_name + ".";
+  for (const auto& [op, provider] : t.per_op) {
+    if (op.rfind(prefix, 0) != 0) continue;
+    const auto candidate =
+        c10::Dispatcher::singleton().findSchema({"aten::" + base_name, op.substr(prefix.size())});
+    if (candidate.has_value() && is_functional_twin(*schema, candidate->schema())) return provider;
+  }
+  return std::nullopt;
+}
+
+Route resolve(const std::string& full_name, const std::string& base_name, const c10::FunctionSchema* schema) {
   std::shared_lock<std::shared_mutex> lock(table_mutex);
   const auto& t = table();
   Provider requested = t.default_provider;
   if (auto it = t.per_op.find(full_name); it != t.per_op.end()) {
     requested = it->second;
+  } else if (auto twin = functional_entry(t, schema, base_name)) {
+    requested = *twin;
   } else if (auto base = t.per_op.find(base_name); base != t.per_op.end()) {
     requested = base->second;
   }
@@ -113,7 +146,11 @@ void set_routing(const std::string& default_provider, const std::unordered_map<s
 
 Route route_for_name(const std::string& op_name) {
   const auto name = strip_namespace(op_name);
-  return resolve(name, name.substr(0, name.find('.')));
+  const auto dot = name.find('.');
+  const auto base = name.substr(0, dot);
+  const auto handle =
+      c10::Dispatcher::singleton().findSchema({"aten::" + base, dot == std::string::npos ? "" : name.substr(dot + 1)});
+  return resolve(name, base, handle.has_value() ? &handle->schema() : nullptr);
 }
 
 Route route_for(const c10::OperatorHandle& op) {
@@ -129,7 +166,7 @@ Route route_for(const c10::OperatorHandle& op) {
   const auto& name = op.schema().operator_name();
   const std::string base = strip_namespace(name.name);
   const std::string full = name.overload_name.empty() ? base : base + "." + name.overload_name;
-  const Route route = resolve(full, base);
+  const Route route = resolve(full, base, &op.schema());
   cache[key] = Cached{now, route};
   return route;
 }

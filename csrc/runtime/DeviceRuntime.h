@@ -4,8 +4,8 @@
 // CMake), so the interface is a set of free functions resolved at link time:
 // runtime/host/HostRuntime.cpp implements it over the emulated runtime's C API,
 // and a vendor implements the same declarations over its own runtime.  Every
-// function converts the vendor's error codes to c10::Error (see
-// RuntimeException.h); device_count() never throws.
+// function converts the vendor's error codes to c10::Error in one checking
+// macro of its implementation (HOSTRT_CHECK); device_count() never throws.
 #pragma once
 
 #include <c10/core/Device.h>

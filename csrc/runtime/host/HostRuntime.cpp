@@ -1,9 +1,16 @@
 // The runtime interface (DeviceRuntime.h) over the emulated host runtime.
 #include "runtime/DeviceRuntime.h"
-#include "runtime/RuntimeException.h"
 #include "runtime/host/flagos_hostrt.h"
 
-#define HOSTRT_CHECK(call) FLAGOS_RUNTIME_CHECK(call, hostrtGetErrorString, hostrtSuccess)
+// A bad FLAGOS_HOST_* setting makes every call fail; the message then says
+// which setting and how to fix it, instead of naming the call.
+#define HOSTRT_CHECK(call)                                                                  \
+  do {                                                                                      \
+    const auto hostrt_status_ = (call);                                                     \
+    TORCH_CHECK(hostrt_status_ != hostrtErrorInvalidConfiguration, hostrtGetConfigError()); \
+    TORCH_CHECK(hostrt_status_ == hostrtSuccess, "flagos runtime error in ", #call, ": ",    \
+                hostrtGetErrorString(hostrt_status_));                                      \
+  } while (0)
 
 namespace torch_fl::runtime {
 

@@ -1,0 +1,75 @@
+"""The FLAGOS_* registry, the unknown-variable warning and bad runtime configuration."""
+
+from __future__ import annotations
+
+import pytest
+
+from torch_fl import _env
+
+
+def test_registry_knows_every_variable_read_in_the_package() -> None:
+    import re
+    from pathlib import Path
+
+    import torch_fl
+
+    package = Path(torch_fl.__file__).parent
+    read = set()
+    for source in package.rglob("*.py"):
+        read |= set(re.findall(r"\"(FLAGOS_[A-Z0-9_]+)\"", source.read_text()))
+    unknown = {name for name in read if _env.unknown_variables({name: ""})}
+    assert not unknown
+
+
+def test_unknown_variables_are_listed_with_prefix_families() -> None:
+    env = {"FLAGOS_OP_mm": "cpu", "FLAGOS_HOST_DEVICE": "3", "FLAGOS_LOG_DISPATCH": "1", "OTHER": "x"}
+    assert _env.unknown_variables(env) == ["FLAGOS_HOST_DEVICE"]
+
+
+def test_unknown_variable_warns_once_at_import_with_a_suggestion(run_python) -> None:
+    result = run_python(
+        """
+        import warnings
+        warnings.simplefilter("always")
+        import torch, torch_fl
+        import importlib; importlib.reload(torch_fl._env); torch_fl._env._warned = True
+        """,
+        env={"FLAGOS_HOST_DEVICE": "3"},
+    )
+    lines = [line for line in result.stderr.splitlines() if "FlagosEnvWarning" in line]
+    assert len(lines) == 1
+    assert "unknown environment variable FLAGOS_HOST_DEVICE is ignored; did you mean FLAGOS_HOST_DEVICES?" in lines[0]
+
+
+def test_markdown_table_lists_every_variable() -> None:
+    table = _env.markdown_table()
+    for var in _env.REGISTRY:
+        assert var.name in table
+
+
+@pytest.mark.parametrize("value", ["two", "0", "-1", "65", "2x"])
+def test_malformed_host_devices_is_one_line_naming_the_value(run_python, value: str) -> None:
+    result = run_python("import torch; torch.ones(1, device='flagos')", env={"FLAGOS_HOST_DEVICES": value},
+                        check=False)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: FLAGOS_HOST_DEVICES=") and f"'{value}'" in last, result.stderr
+    assert "whole number from 1 to 64" in last
+
+
+def test_malformed_memory_limit_names_the_value(run_python) -> None:
+    result = run_python("import torch; torch.ones(1, device='flagos')", env={"FLAGOS_HOST_MEMORY_LIMIT": "lots"},
+                        check=False)
+    assert "FLAGOS_HOST_MEMORY_LIMIT='lots' is not a memory size" in result.stderr.strip().splitlines()[-1]
+
+
+def test_host_devices_sets_the_count(run_python) -> None:
+    result = run_python("import torch; print(torch.flagos.device_count(), torch.ones(1, device='flagos:3').device)",
+                        env={"FLAGOS_HOST_DEVICES": "4"})
+    assert result.stdout.split() == ["4", "flagos:3"]
+
+
+def test_unknown_device_index_is_one_line_naming_it(run_python) -> None:
+    result = run_python("import torch; torch.ones(1, device='flagos:5')", check=False)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == "RuntimeError: invalid flagos device index 5; valid indices are 0..1"

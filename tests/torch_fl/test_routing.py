@@ -1,0 +1,129 @@
+"""Operator routing: the packaged table, overrides, the dispatch log, fallbacks and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch_fl
+from torch_fl import routing
+
+
+def test_packaged_table_routes_everything_to_host() -> None:
+    assert torch_fl.provider_for("add.Tensor") == "host"
+    assert torch_fl.route("aten::mm") == routing.Route("host", "host")
+    assert "empty.memory_format" in torch_fl.get_registered_ops()
+    assert "_copy_from" in torch_fl.get_registered_ops()
+    assert not torch_fl.is_flaggems_enabled()
+
+
+def test_op_override_and_dispatch_log(run_python) -> None:
+    result = run_python(
+        """
+        import torch, torch_fl
+        a = torch.arange(6.0, device="flagos")
+        print("result", (a + a).sum().item(), torch_fl.provider_for("add.Tensor"), torch_fl.provider_for("mul.Tensor"))
+        """,
+        env={"FLAGOS_OP_add__Tensor": "cpu", "FLAGOS_LOG_DISPATCH": "1"},
+    )
+    assert "result 30.0 cpu host" in result.stdout
+    # functional structured ops reach the backend as their out= variant
+    assert "[torch_fl] aten::add.out -> cpu" in result.stderr
+    assert "[torch_fl] aten::sum.IntList_out -> host" in result.stderr
+
+
+def test_dispatch_log_is_off_by_default(run_python) -> None:
+    result = run_python("import torch; (torch.ones(2, device='flagos') * 2).sum().item()")
+    assert "[torch_fl]" not in result.stderr
+
+
+def test_backend_config_file_replaces_the_packaged_one(run_python, tmp_path: Path) -> None:
+    config = tmp_path / "routes.conf"
+    config.write_text("# every op copies to CPU except mul\ndefault = cpu\nmul = host  # all overloads\n")
+    result = run_python(
+        """
+        import torch, torch_fl
+        x = torch.arange(4.0, device="flagos")
+        y = (x * 3 + 1).sum()
+        print(torch_fl.provider_for("add.Tensor"), torch_fl.provider_for("mul.Tensor"), y.item())
+        """,
+        env={"FLAGOS_BACKEND_CONFIG": str(config)},
+    )
+    assert result.stdout.split() == ["cpu", "host", "22.0"]
+
+
+def test_cpu_provider_gives_the_same_results_including_in_place_and_random(run_python) -> None:
+    code = """
+        import torch
+        torch.flagos.manual_seed(3)
+        x = torch.randn(4, 5, device="flagos")
+        x.mul_(2).add_(1)
+        out = torch.empty(0, device="flagos")
+        torch.mm(x, x.t(), out=out)
+        print(repr(out.cpu().sum().item()), repr(torch.nn.functional.dropout(x, 0.3).cpu().sum().item()))
+        """
+    host = run_python(code).stdout
+    cpu = run_python(code, env={"FLAGOS_BACKEND_CONFIG": "", "FLAGOS_OP_mm": "cpu", "FLAGOS_OP_mul_": "cpu",
+                                "FLAGOS_OP_add_": "cpu", "FLAGOS_OP_randn": "cpu", "FLAGOS_OP_native_dropout": "cpu",
+                                "FLAGOS_OP_normal_": "cpu"}).stdout
+    assert host == cpu
+
+
+def test_unavailable_provider_falls_back_to_cpu_visibly(run_python) -> None:
+    result = run_python(
+        """
+        import warnings, torch, torch_fl
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = torch.ones(3, device="flagos").neg()
+            z = torch.ones(3, device="flagos").neg()
+        print(torch_fl.route("neg"), y.sum().item())
+        print("warnings", len(caught), caught[0].message)
+        """,
+        env={"FLAGOS_OP_neg": "flaggems"},
+    )
+    assert "Route(requested='flaggems', effective='cpu') -3.0" in result.stdout
+    assert "warnings 1" in result.stdout  # once per op, not per call
+    assert "provider 'flaggems' cannot run aten::neg" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"FLAGOS_OP_add__Tensor": "hots"}, "FLAGOS_OP_add__Tensor: unknown provider 'hots' (did you mean 'host'?)"),
+        ({"FLAGOS_OP_addd": "cpu"}, "FLAGOS_OP_addd: unknown operator 'addd'"),
+        ({"FLAGOS_BACKEND_CONFIG": "/nonexistent/routes.conf"}, "cannot read routing file /nonexistent/routes.conf"),
+    ],
+    ids=["unknown-provider", "unknown-op", "missing-file"],
+)
+def test_bad_routing_input_is_one_line_naming_the_value(run_python, env: dict[str, str], expected: str) -> None:
+    result = run_python("import torch_fl", env=env, check=False)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert expected in last, result.stderr
+    assert last.startswith("torch_fl.routing.RoutingError: ")
+
+
+def test_bad_line_in_routing_file(tmp_path: Path) -> None:
+    from torch_fl import _C
+
+    bad = tmp_path / "bad.conf"
+    bad.write_text("default = host\nmm cpu\n")
+    with pytest.raises(routing.RoutingError, match=r"bad.conf:2: expected 'op = provider', got 'mm cpu'"):
+        routing.parse_file(bad, list(_C._provider_names()), {"aten::mm", "mm"})
+    bad.write_text("mm = gpu\n")
+    with pytest.raises(routing.RoutingError, match=r"bad.conf:1: unknown provider 'gpu'"):
+        routing.parse_file(bad, list(_C._provider_names()), {"aten::mm", "mm"})
+
+
+def test_routing_table_can_be_reinstalled_in_process() -> None:
+    table = routing.load("host", environ={"FLAGOS_OP_sub__Tensor": "cpu"})
+    routing.install(table, log_dispatch=False)
+    try:
+        assert torch_fl.provider_for("sub.Tensor") == "cpu"
+        assert (torch.ones(2, device="flagos") - 1).sum().item() == 0.0
+    finally:
+        routing.install(routing.load("host", environ={}), log_dispatch=False)
+    assert torch_fl.provider_for("sub.Tensor") == "host"
