@@ -20,6 +20,7 @@ CUDA_REQS = [
     'cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"',
     'nvidia-nccl-cu13==2.28.9; platform_system == "Linux"',
 ]
+NOT_RUNTIME = ['cuda-bindings<14,>=13.0.3; platform_system == "Linux"', 'triton==3.7.1; platform_system == "Linux"']
 
 
 def make_cuda_torch_wheel(tmp: Path, torch_lib: Path, *, git_version: str | None = None,
@@ -36,7 +37,7 @@ def make_cuda_torch_wheel(tmp: Path, torch_lib: Path, *, git_version: str | None
     nvrtc = compile_library(build / "libcaffe2_nvrtc.so", "libcaffe2_nvrtc.so", needed=[cudart], rpath=rpath)
     version = torch_base()
     meta = f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\nRequires-Dist: filelock\n"
-    meta += "".join(f"Requires-Dist: {r}\n" for r in CUDA_REQS)
+    meta += "".join(f"Requires-Dist: {r}\n" for r in CUDA_REQS + NOT_RUNTIME)
     meta += 'Requires-Dist: optree>=0.13.0; extra == "optree"\n'
     path = tmp / f"torch-{version}-{PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:

@@ -88,6 +88,8 @@ class Config:
     compress_level: int
     from_wheel: Path | None = None
     python: str = field(default_factory=lambda: sys.executable)
+    #: The interpreter of the environment verify proves the wheel against.
+    target_python: str = field(default_factory=lambda: sys.executable)
 
     @property
     def build_env(self) -> dict[str, str]:
@@ -241,9 +243,10 @@ def download_cuda_torch(version: str, recipe: Recipe) -> Path:
         raise ConfigureError("no index to download the CUDA torch wheel from", recipe.platform,
                              "pass --vendor-torch or set the recipe's vendor_torch.index")
     cache.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    # The local pip configuration may point at a wheelhouse that prefers +cpu builds;
-    # the CUDA wheel must come from the configured index only.
+    # The local pip configuration (files or PIP_* variables) may point at a wheelhouse
+    # that prefers +cpu builds; the CUDA wheel must come from the configured index only.
+    keep = {"PIP_CERT", "PIP_CLIENT_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_PROXY", "PIP_RETRIES", "PIP_TRUSTED_HOST"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in keep}
     env["PIP_CONFIG_FILE"] = os.devnull
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
            "-i", index, "-d", str(cache), f"torch=={version}"]
@@ -373,7 +376,8 @@ def _cuda_requirements(vendor: VendorTorch) -> list[str]:
         except InvalidRequirement:
             continue
         name = req.name.lower().replace("_", "-")
-        if not (name.startswith("nvidia-") or name.startswith("cuda-")):
+        # The CUDA runtime libraries: nvidia-* and cuda-toolkit (design.md, Bundle kinds).
+        if not (name.startswith("nvidia-") or name == "cuda-toolkit"):
             continue
         if req.marker is not None and "extra" in str(req.marker):
             continue
@@ -420,6 +424,7 @@ def configure(
     vendor_torch: Path | None = None,
     from_wheel: Path | None = None,
     compress_level: int = 6,
+    target_python: Path | None = None,
 ) -> Config:
     source_dir = source_dir.resolve()
     bundlers = source_dir / "bundlers"
@@ -432,6 +437,8 @@ def configure(
         raise ConfigureError("--from-wheel not found", from_wheel, "pass a built torch_fl wheel")
     if not 0 <= compress_level <= 9:
         raise ConfigureError("--compress-level out of range", compress_level, "use 0..9")
+    if target_python is not None and not target_python.is_file():
+        raise ConfigureError("--target-python not found", target_python, "pass the target environment's python")
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigureError("--out is not a directory", out_dir, "pass a directory")
     if sdk_version is not None:
@@ -478,4 +485,5 @@ def configure(
         source_date_epoch=_source_date_epoch(),
         compress_level=compress_level,
         from_wheel=from_wheel,
+        target_python=str(target_python) if target_python else sys.executable,
     )

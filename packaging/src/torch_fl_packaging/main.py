@@ -48,6 +48,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=None, help="compression threads (default: CPU count)")
     p.add_argument("--preflight", choices=("auto", "off", "require"), default="auto",
                    help="run torch-fl-preflight --release on the result: when installed (auto), never, or always")
+    p.add_argument("--target-python", type=Path,
+                   help="interpreter of the environment preflight proves the wheel against (default: this one); "
+                        "for cuda, one with the wheel's nvidia requirements installed")
     p.add_argument("--keep-work", action="store_true", help="keep the temporary work directory")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document on stdout")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -87,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         platform=args.platform, source_dir=source, out_dir=args.out.resolve(),
         sdk_root=args.sdk_root, sdk_version=args.sdk_version, vendor_torch=args.vendor_torch,
         from_wheel=args.from_wheel, compress_level=args.compress_level, jobs=args.jobs,
-        preflight=args.preflight, keep_work=args.keep_work,
+        preflight=args.preflight, keep_work=args.keep_work, target_python=args.target_python,
     )
     # Progress and stage lines go to stderr in both modes; stdout carries only the summary.
     reporter = Reporter(enabled=True)

@@ -44,6 +44,7 @@ class Options:
     jobs: int | None = None
     preflight: str = "auto"
     keep_work: bool = False
+    target_python: Path | None = None
 
 
 class Reporter:
@@ -138,7 +139,7 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
             platform=options.platform, source_dir=options.source_dir, out_dir=options.out_dir,
             sdk_root=options.sdk_root, sdk_version=options.sdk_version,
             vendor_torch=options.vendor_torch, from_wheel=options.from_wheel,
-            compress_level=options.compress_level,
+            compress_level=options.compress_level, target_python=options.target_python,
         )
         if not (config.source_dir / SCHEMA_PATH).is_file():
             raise ConfigureError("the manifest schema is missing", config.source_dir / SCHEMA_PATH,

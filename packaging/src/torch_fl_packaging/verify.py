@@ -132,7 +132,8 @@ def verify(config: Config, wheel: Path, *, preflight: str = "auto") -> Verified:
             raise VerifyError("torch-fl-preflight is not installed", "--preflight require",
                               "pip install ./preflight")
         return Verified(members, elf_records, "not installed")
-    args = [*cmd, "--wheel", str(wheel), "--platform", config.recipe.platform, "--python", config.python]
+    args = [*cmd, "--wheel", str(wheel), "--platform", config.recipe.platform,
+            "--python", config.target_python]
     if not config.recipe.stand_in:
         # The release gate: provenance (SDK, vendor torch, companions) must be recorded.
         args.append("--release")
