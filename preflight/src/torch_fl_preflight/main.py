@@ -9,13 +9,12 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
-from functools import lru_cache
 
 from torch_fl_preflight import __version__, release_table
 from torch_fl_preflight.checker import Options, check_installed, check_wheel
 from torch_fl_preflight.errors import PreflightError, UsageError
 from torch_fl_preflight.host_checks import HostOptions
-from torch_fl_preflight.host_env import HostEnv, probe_host
+from torch_fl_preflight.host_env import HostEnv, HostProbe
 from torch_fl_preflight.report import SubjectReport, exit_code, to_json, to_text
 
 EXIT_OK = 0
@@ -75,9 +74,10 @@ def run(argv: Sequence[str] | None) -> tuple[int, str]:
                          check_build_env=args.check_build_env),
     )
 
-    @lru_cache(maxsize=8)
-    def host_for(env_names: tuple[str, ...]) -> HostEnv:
-        return probe_host(args.python, env_names)
+    probe = HostProbe(args.python)
+
+    def host_for(_env_names: tuple[str, ...] = ()) -> HostEnv:
+        return probe.result()
 
     reports: list[SubjectReport] = []
     if args.installed:
