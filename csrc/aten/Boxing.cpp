@@ -7,7 +7,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/native/CPUFallback.h>
-#include <c10/core/DeviceGuard.h>
 
 #include "aten/HostView.h"
 #include "aten/Routing.h"
@@ -161,8 +160,9 @@ void run_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();
   const size_t first = stack->size() - arguments.size();
+  // No device guard: the CPU kernel does not look at the current device, and
+  // results are placed on `device` explicitly.
   const c10::Device device = op_device(*stack, first, arguments.size());
-  const c10::DeviceGuard guard(device);
 
   HostViews views;
   for (size_t i = 0; i < arguments.size(); ++i) {
