@@ -85,5 +85,26 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+_TABLE_START = "<!-- FLAGOS_ENV_TABLE:START -->"
+_TABLE_END = "<!-- FLAGOS_ENV_TABLE:END -->"
+
+
+def render_into(document: str) -> str:
+    """``document`` with the table between its FLAGOS_ENV_TABLE markers replaced by the current one."""
+    head, start, rest = document.partition(_TABLE_START)
+    _, end, tail = rest.partition(_TABLE_END)
+    if not start or not end:
+        raise ValueError(f"the document has no {_TABLE_START} ... {_TABLE_END} block")
+    return f"{head}{start}\n{markdown_table()}\n{end}{tail}"
+
+
 if __name__ == "__main__":
-    print(markdown_table())
+    import sys
+
+    if sys.argv[1:2] == ["--update"] and len(sys.argv) == 3:
+        from pathlib import Path
+
+        path = Path(sys.argv[2])
+        path.write_text(render_into(path.read_text(encoding="utf-8")), encoding="utf-8")
+    else:
+        print(markdown_table())

@@ -47,6 +47,13 @@ def test_markdown_table_lists_every_variable() -> None:
         assert var.name in table
 
 
+def test_readme_table_is_the_generated_one() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert _env.render_into(readme) == readme, "regenerate it: python -m torch_fl._env --update README.md"
+
+
 @pytest.mark.parametrize("value", ["two", "0", "-1", "65", "2x"])
 def test_malformed_host_devices_is_one_line_naming_the_value(run_python, value: str) -> None:
     result = run_python("import torch; torch.ones(1, device='flagos')", env={"FLAGOS_HOST_DEVICES": value},
