@@ -58,3 +58,23 @@ def test_options_resolve_to_this_projects_stages() -> None:
     assert "torch==$TORCH_VERSION" in build.before_build
     environment = build.environment.as_dictionary(prev_environment=env)
     assert environment["FLAGOS_PLATFORM"] == "host" and environment["TORCH_INDEX_URL"].startswith("https://")
+
+
+def test_repair_command_runs_this_projects_pipeline(tmp_path: Path) -> None:
+    """The rendered repair command, run on its own: torch-fl-build parses it and refuses a missing wheel cleanly."""
+    scripts = Path(sys.executable).parent
+    if not (scripts / "torch-fl-build").exists() and shutil.which("torch-fl-build") is None:
+        pytest.skip("torch-fl-build is not installed (ci/test installs ./packaging)")
+    options_module = pytest.importorskip("cibuildwheel.options")
+    args = options_module.CommandLineArguments.defaults()
+    args.config_file = str(CONFIG)
+    args.package_dir = REPO
+    options = options_module.compute_options("linux", args, {"CIBW_BUILD": "cp311-manylinux_x86_64"})
+    template = options.build_options("cp311-manylinux_x86_64").repair_command
+    missing, out = tmp_path / "torch_fl-2.13.0+host-cp311-cp311-linux_x86_64.whl", tmp_path / "repaired"
+    command = template.replace("{wheel}", str(missing)).replace("{dest_dir}", str(out))
+    env = dict(os.environ, FLAGOS_PLATFORM="host", PATH=f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert missing.name in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists() or not any(out.iterdir())
