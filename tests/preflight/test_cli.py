@@ -180,14 +180,16 @@ def test_release_requires_provenance(host_wheel: Path, natives: B.Natives, targe
 def test_markdown_table(host_wheel: Path, natives: B.Natives, tmp_path: Path) -> None:
     pinned = B.write_wheel(tmp_path, B.WheelSpec(B.host_wheel_files(natives), manifest_extra={
         "companions": {"flaggems": "4.2.0", "flagtree": "0.3.0", "flagcx": "0.6.0"}}))
-    r = B.run_preflight(["--markdown-table", "--wheel", str(pinned)])
+    r = B.run_preflight(["--markdown-table", "--release", "--wheel", str(pinned)])
     assert r.returncode == 0, r.stderr
     header, rule, row = r.stdout.strip().splitlines()
     assert header.startswith("| platform | wheel version | build torch | C++ ABI | SDK |")
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:3] == ["host", "2.13.0+host", "2.13.0+cpu"] and cells[6] == "4.2.0"
-    r = B.run_preflight(["--markdown-table", "--wheel", str(host_wheel)])
+    r = B.run_preflight(["--markdown-table", "--release", "--wheel", str(host_wheel)])
     assert r.returncode == 1 and "missing provenance" in r.stdout
+    r = B.run_preflight(["--markdown-table", "--wheel", str(host_wheel)])  # not a release: listed, not failed
+    assert r.returncode == 0 and "missing provenance" in r.stdout
 
 
 def test_metadata_disagreement_fails(natives: B.Natives, target_python: str, tmp_path: Path) -> None:

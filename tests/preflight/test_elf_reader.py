@@ -10,7 +10,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
 from torch_fl_preflight import ld_cache
-from torch_fl_preflight.elf_reader import ElfCapture, FileSource, StreamPrefixSource, read_elf, read_elf_file
+from torch_fl_preflight.elf_reader import ElfCapture, FileSource, NotCaptured, StreamPrefixSource, read_elf, read_elf_file
 from torch_fl_preflight.errors import ElfError
 
 import _preflight_builders as B
@@ -177,3 +177,23 @@ def test_empty_file_is_not_elf(tmp_path: Path) -> None:
     (tmp_path / "empty.so").write_bytes(b"")
     with pytest.raises(ElfError, match="not an ELF"):
         read_elf_file(str(tmp_path / "empty.so"))
+
+
+def test_second_pass_keeps_exactly_the_planned_tables(natives: B.Natives) -> None:
+    """When the front cap cuts the tables off (libtorch_cpu.so is one 340 MB segment), the first
+    pass still yields .dynamic; a second pass keeps the ranges it names."""
+    data = natives.plugin.read_bytes()
+    first = ElfCapture("plugin", len(data), front_cap=1024)
+    first.feed(data)
+    src = first.source()
+    assert src is not None
+    with pytest.raises(NotCaptured):
+        read_elf(src)
+    second = ElfCapture("plugin", len(data), front_cap=1024, ranges=first.planned_ranges())
+    for i in range(0, len(data), 4096):
+        second.feed(data[i : i + 4096])
+    src2 = second.source()
+    assert src2 is not None
+    info, ref = read_elf(src2), read_elf_file(str(natives.plugin))
+    assert (info.needed, info.runpath, info.defined, info.undefined) == (ref.needed, ref.runpath, ref.defined,
+                                                                          ref.undefined)

@@ -229,11 +229,15 @@ class _Reader:
             raise ElfError(f"{self.src.name}: string index {index} outside the string table ({table_size})",
                            "the file is corrupt; rebuild it")
         data = self.src.read(table_off, table_size)
-        raw = bytes(data[index:])
-        end = raw.find(b"\0")
-        if end < 0:
-            raise ElfError(f"{self.src.name}: unterminated string at {index}", "the file is corrupt; rebuild it")
-        return raw[:end].decode("utf-8", "surrogateescape")
+        window = 256
+        while True:  # names are short; never copy the rest of a multi-megabyte table
+            raw = bytes(data[index : index + window])
+            end = raw.find(b"\0")
+            if end >= 0:
+                return raw[:end].decode("utf-8", "surrogateescape")
+            if index + window >= table_size:
+                raise ElfError(f"{self.src.name}: unterminated string at {index}", "the file is corrupt; rebuild it")
+            window *= 4
 
 
 def _bad(src: ByteSource, what: str) -> ElfError:
@@ -514,7 +518,7 @@ class NotCaptured(Exception):
 class SparseSource:
     """Byte ranges of a file kept while it streamed past (see ElfCapture)."""
 
-    def __init__(self, name: str, size: int, ranges: list[tuple[int, bytes]]) -> None:
+    def __init__(self, name: str, size: int, ranges: list[tuple[int, bytes | bytearray]]) -> None:
         self.name = name
         self.size = size
         self._ranges = ranges
@@ -539,9 +543,14 @@ class ElfCapture:
     front; but .dynamic sits in the writable segment behind .text and .rodata, i.e. near the end of
     a large library. One sequential pass keeps the first segment (up to `front_cap`) and the
     PT_DYNAMIC range, so a 1 GB library inside a zip is inflated once, for its hash, not twice.
+
+    The front is capped (`front_cap`): libtorch_cpu.so links as one 340 MB R+E segment whose
+    tables fill only its first 8 MB. Tables beyond the cap and before .dynamic are missed; the
+    caller then streams the member again with `ranges=planned_ranges()` of this pass.
     """
 
-    def __init__(self, name: str, size: int, front_cap: int = 192 << 20) -> None:
+    def __init__(self, name: str, size: int, front_cap: int = 32 << 20,
+                 ranges: tuple[tuple[int, int], ...] = ()) -> None:
         self.name = name
         self.size = size
         self.front_cap = front_cap
@@ -552,7 +561,7 @@ class ElfCapture:
         self._dyn_buf = bytearray()
         self._dyn_upto = 0
         self._loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
-        self._extra: list[tuple[int, int, bytearray]] = []  # (start, end, kept bytes)
+        self._extra: list[tuple[int, int, bytearray]] = [(a, b, bytearray()) for a, b in ranges]
         self._planned_tables = False
         self._is64 = True
         self._bo = "<"
@@ -588,10 +597,17 @@ class ElfCapture:
         new PT_LOAD at the end of the file, behind .dynamic; they are captured from here on.
         """
         self._planned_tables = True
+        front = len(self._front)
+        for start, stop in self.planned_ranges():
+            if start >= front and start >= held_from:
+                self._extra.append((start, stop, bytearray()))
+
+    def planned_ranges(self) -> tuple[tuple[int, int], ...]:
+        """File ranges of every table .dynamic points at (each to the end of its segment, capped)."""
         fmt = self._bo + ("qQ" if self._is64 else "iI")
         size = struct.calcsize(fmt)
         tables = (DT_STRTAB, DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF)
-        front = len(self._front)
+        out = []
         for i in range(0, len(self._dyn_buf) - size + 1, size):
             tag, val = struct.unpack_from(fmt, self._dyn_buf, i)
             if tag == DT_NULL:
@@ -601,10 +617,9 @@ class ElfCapture:
             for vaddr, off, filesz in self._loads:
                 if vaddr <= val < vaddr + filesz:
                     start = val - vaddr + off
-                    stop = min(off + filesz, start + (64 << 20))
-                    if start >= front and start >= held_from:
-                        self._extra.append((start, stop, bytearray()))
+                    out.append((start, min(off + filesz, start + (64 << 20), self.size)))
                     break
+        return tuple(out)
 
     def _plan(self) -> None:
         f = self._front
@@ -660,8 +675,8 @@ class ElfCapture:
     def source(self) -> SparseSource | None:
         if not self.is_elf:
             return None
-        ranges = [(0, bytes(self._front))]
+        ranges: list[tuple[int, bytes | bytearray]] = [(0, self._front)]
         if self._dyn is not None and self._dyn_buf:
-            ranges.append((self._dyn[0], bytes(self._dyn_buf)))
-        ranges += [(r0, bytes(buf)) for r0, _r1, buf in self._extra if buf]
+            ranges.append((self._dyn[0], self._dyn_buf))
+        ranges += [(r0, buf) for r0, _r1, buf in self._extra if buf]
         return SparseSource(self.name, self.size, ranges)

@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="treat differences from the tested torch/SDK versions as failures")
     p.add_argument("--no-elf-gates", action="store_true", help="skip the ELF load gates")
     p.add_argument("--markdown-table", action="store_true",
-                   help="print the release table of the given wheels (fails when a release wheel lacks provenance)")
+                   help="print the release table of the given wheels; with --release, fail when one lacks "
+                        "provenance")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--verbose", "-v", action="store_true", help="show skipped checks and every detail")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -63,7 +64,7 @@ def run(argv: Sequence[str] | None) -> tuple[int, str]:
     if args.markdown_table:
         if not args.wheel:
             raise UsageError("--markdown-table needs --wheel", "pass the release wheels with --wheel")
-        table, ok = release_table.render(args.wheel, release=True)
+        table, ok = release_table.render(args.wheel, release=args.release)
         return (EXIT_OK if ok else EXIT_CHECK_FAILED), table
     opts = Options(
         platform=args.platform,

@@ -19,7 +19,6 @@ from pathlib import PurePosixPath
 from typing import IO, Protocol
 
 from torch_fl_preflight.errors import WheelError
-from torch_fl_preflight.elf_reader import StreamPrefixSource
 
 # A libtorch_cuda.so is about 1.3 GB uncompressed; 8 GiB per member and 16 GiB per wheel leave
 # room while refusing absurd declarations before a byte is inflated.
@@ -157,10 +156,6 @@ class WheelArchive:
                 if sink is not None:
                     sink.feed(chunk)
         return h.hexdigest(), n
-
-    def prefix_source(self, name: str) -> tuple[StreamPrefixSource, IO[bytes]]:
-        fh = self.open(name)
-        return StreamPrefixSource(f"{self.path}:{name}", fh, self.members[name].size), fh
 
     def files(self) -> Iterator[Member]:
         return iter(self.members.values())

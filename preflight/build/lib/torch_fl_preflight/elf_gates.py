@@ -36,7 +36,7 @@ from torch_fl_preflight.host_env import HostEnv, nvidia_lib_dirs
 from torch_fl_preflight.payload import ElfMember
 from torch_fl_preflight.report import SubjectReport
 
-MAX_DETAILS = 200
+MAX_DETAILS = 5000
 
 
 @dataclass(frozen=True)

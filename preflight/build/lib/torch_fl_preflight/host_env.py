@@ -49,27 +49,52 @@ class HostEnv:
         return tuple(p for p in self.environ.get("LD_LIBRARY_PATH", "").split(":") if p)
 
 
-def probe_host(python: str | None, env_names: tuple[str, ...] = ()) -> HostEnv:
-    """Describe this interpreter (python=None) or another one, by running host_probe there."""
-    if python is None:
-        data = host_probe.probe(env_names)
-    else:
+class HostProbe:
+    """Ask an interpreter to describe its environment; started at once, so that the other
+    interpreter's start-up overlaps the wheel's hashing, and collected when first needed."""
+
+    def __init__(self, python: str | None) -> None:
+        self.python = python
+        self._result: HostEnv | None = None
+        self._proc: subprocess.Popen[str] | None = None
+        if python is not None:
+            try:
+                self._proc = subprocess.Popen([python, "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True)
+            except OSError as exc:
+                raise HostProbeError(f"cannot run the interpreter {python} ({exc.strerror or exc})",
+                                     "pass --python the path of a working python executable") from exc
+
+    def result(self) -> HostEnv:
+        if self._result is None:
+            self._result = host_from_probe(self._collect())
+        return self._result
+
+    def _collect(self) -> dict[str, Any]:
+        if self._proc is None:
+            return host_probe.probe()
         source = Path(host_probe.__file__).read_text("utf-8")
         try:
-            proc = subprocess.run([python, "-", *env_names], input=source, capture_output=True, text=True,
-                                  timeout=PROBE_TIMEOUT_S, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise HostProbeError(f"cannot run the interpreter {python} ({exc})",
-                                 "pass --python the path of a working python executable") from exc
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise HostProbeError(f"{python} failed to describe itself ({last[:200]})",
+            out, err = self._proc.communicate(source, timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            self._proc.kill()
+            raise HostProbeError(f"{self.python} did not answer within {PROBE_TIMEOUT_S} s",
+                                 "pass --python a working interpreter") from exc
+        if self._proc.returncode != 0:
+            last = (err.strip().splitlines() or ["no output"])[-1]
+            raise HostProbeError(f"{self.python} failed to describe itself ({last[:200]})",
                                  "pass --python a Python 3.8+ interpreter")
         try:
-            data = json.loads(proc.stdout)
+            data: dict[str, Any] = json.loads(out)
         except ValueError as exc:
-            raise HostProbeError(f"{python} printed no probe result", "pass --python a Python interpreter") from exc
-    return host_from_probe(data)
+            raise HostProbeError(f"{self.python} printed no probe result",
+                                 "pass --python a Python interpreter") from exc
+        return data
+
+
+def probe_host(python: str | None) -> HostEnv:
+    """Describe this interpreter (python=None) or another one, by running host_probe there."""
+    return HostProbe(python).result()
 
 
 def host_from_probe(data: dict[str, Any]) -> HostEnv:
@@ -93,7 +118,9 @@ def host_from_probe(data: dict[str, Any]) -> HostEnv:
             distributions=dists,
             torch=TorchInstall(torch["version"], torch["location"], torch["lib"], torch.get("git_version"))
             if torch else None,
-            environ=dict(data.get("environ", {})),
+            # The target interpreter inherits this process's environment: SDK roots and
+            # LD_LIBRARY_PATH are what the user's shell has set.
+            environ=dict(os.environ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise HostProbeError(f"the host probe's answer is incomplete ({exc!r})",

@@ -9,13 +9,12 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
-from functools import lru_cache
 
 from torch_fl_preflight import __version__, release_table
 from torch_fl_preflight.checker import Options, check_installed, check_wheel
 from torch_fl_preflight.errors import PreflightError, UsageError
 from torch_fl_preflight.host_checks import HostOptions
-from torch_fl_preflight.host_env import HostEnv, probe_host
+from torch_fl_preflight.host_env import HostEnv, HostProbe
 from torch_fl_preflight.report import SubjectReport, exit_code, to_json, to_text
 
 EXIT_OK = 0
@@ -51,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="treat differences from the tested torch/SDK versions as failures")
     p.add_argument("--no-elf-gates", action="store_true", help="skip the ELF load gates")
     p.add_argument("--markdown-table", action="store_true",
-                   help="print the release table of the given wheels (fails when a release wheel lacks provenance)")
+                   help="print the release table of the given wheels; with --release, fail when one lacks "
+                        "provenance")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--verbose", "-v", action="store_true", help="show skipped checks and every detail")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -64,7 +64,7 @@ def run(argv: Sequence[str] | None) -> tuple[int, str]:
     if args.markdown_table:
         if not args.wheel:
             raise UsageError("--markdown-table needs --wheel", "pass the release wheels with --wheel")
-        table, ok = release_table.render(args.wheel, release=True)
+        table, ok = release_table.render(args.wheel, release=args.release)
         return (EXIT_OK if ok else EXIT_CHECK_FAILED), table
     opts = Options(
         platform=args.platform,
@@ -75,9 +75,10 @@ def run(argv: Sequence[str] | None) -> tuple[int, str]:
                          check_build_env=args.check_build_env),
     )
 
-    @lru_cache(maxsize=8)
-    def host_for(env_names: tuple[str, ...]) -> HostEnv:
-        return probe_host(args.python, env_names)
+    probe = HostProbe(args.python)
+
+    def host_for(_env_names: tuple[str, ...] = ()) -> HostEnv:
+        return probe.result()
 
     reports: list[SubjectReport] = []
     if args.installed:

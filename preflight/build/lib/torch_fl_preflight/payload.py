@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -67,14 +66,27 @@ class WheelPayload:
         try:
             self._elf[member.name] = read_elf(src)
         except NotCaptured:
-            pass  # tables outside the kept ranges (unusual layout): elf() reads the prefix again
+            # Tables outside the kept ranges (beyond the front cap, before .dynamic): one more
+            # pass over this member, keeping exactly the ranges .dynamic names.
+            self._elf[member.name] = self._scan(member.name, sink.planned_ranges())
+
+    def _scan(self, name: str, ranges: tuple[tuple[int, int], ...] = ()) -> ElfInfo:
+        cap = ElfCapture(f"{self.whl.path}:{name}", self.whl.members[name].size, ranges=ranges)
+        self.whl.digest(name, cap)
+        src = cap.source()
+        if src is None:
+            raise ElfError(f"{name} is not an ELF file", "the wheel is corrupt; rebuild it")
+        try:
+            return read_elf(src)
+        except NotCaptured:
+            if ranges:
+                raise ElfError(f"{self.whl.path}:{name}: dynamic tables lie outside its loadable segments",
+                               "the library is malformed; rebuild it") from None
+            return self._scan(name, cap.planned_ranges())
 
     def elf(self, path: str) -> ElfInfo:
         if path not in self._elf:
-            with ExitStack() as stack:
-                src, fh = self.whl.prefix_source(path)
-                stack.callback(fh.close)
-                self._elf[path] = read_elf(src)
+            self._elf[path] = self._scan(path)
         return self._elf[path]
 
     def installed_path(self, path: str) -> str | None:

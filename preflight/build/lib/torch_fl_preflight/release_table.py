@@ -42,7 +42,7 @@ def render(wheels: list[str], *, release: bool) -> tuple[str, bool]:
             m = read_wheel_manifest(whl, meta)
         probe = SubjectReport(os.path.basename(path))
         check_release(m, probe, release=release)
-        problems += [f"{probe.subject}: {f.message}" for f in probe.findings if f.status.value == "fail"]
+        problems += [f"{probe.subject}: {f.message}" for f in probe.findings if f.status.value in ("fail", "warn")]
         comps = m.get("companions", {})
         sdk = m["sdk"]
         rows.append((
@@ -58,4 +58,4 @@ def render(wheels: list[str], *, release: bool) -> tuple[str, bool]:
     if problems:
         lines.append("")
         lines += [f"missing provenance: {p}" for p in problems]
-    return "\n".join(lines), not problems
+    return "\n".join(lines), not (release and problems)

