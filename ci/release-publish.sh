@@ -9,7 +9,7 @@ lane=${1:?usage: ci/release-publish.sh LANE}
 url=${TORCH_FL_INDEX_URL:-}
 [ -n "$url" ] || die "TORCH_FL_INDEX_URL is not set — set it in the release-$lane environment (the upload URL; {lane} is replaced)"
 wheel=$(one_wheel)
-args=(--lane "$lane" --repository-url "$url" --json)
+args=(--lane "$lane" --repository-url "$url" --bundlers "$repo/bundlers" --json)
 if [ -n "${TORCH_FL_SIMPLE_URL:-}" ]; then args+=(--simple-url "$TORCH_FL_SIMPLE_URL"); fi
 if [ -n "$tag" ]; then args+=(--tag "$tag"); fi
 status=0

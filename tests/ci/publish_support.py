@@ -93,10 +93,12 @@ def make_wheel(
     tag: str = "cp311-cp311-manylinux_2_28_x86_64",
     salt: str = "",
     payload_size: int = 2048,
+    platform: str | None = None,
 ) -> Path:
     """A small, valid wheel (METADATA, WHEEL, RECORD; a module and a binary-ish payload).
 
     ``salt`` changes the content (and so the sha256) but not the file name.
+    ``platform`` adds a ``torch_fl/compatibility.json`` naming it (only that field: enough for the lane check).
     Members get a fixed timestamp, so the same arguments give the same bytes.
     """
     dist = f"{name}-{version}"
@@ -119,6 +121,8 @@ def make_wheel(
             f"Wheel-Version: 1.0\nGenerator: tests/ci\nRoot-Is-Purelib: false\nTag: {tag}\n"
         ).encode(),
     }
+    if platform is not None:
+        files[f"{name}/compatibility.json"] = json.dumps({"schema_version": 1, "platform": platform}).encode()
     record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in files.items())
     record += f"{dist}.dist-info/RECORD,,\n"
     files[f"{dist}.dist-info/RECORD"] = record.encode()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from publish_support import PyPIServer, make_wheel, publish_env, run_publish
+from publish_support import REPO, PyPIServer, make_wheel, publish_env, run_publish
 
 FAKE_PREFLIGHT = """\
 #!{python}
@@ -115,3 +115,29 @@ def test_real_preflight_refuses_a_wheel_without_manifest(pypi: PyPIServer, tmp_p
     assert entry["status"] == "refused" and entry["detail"].startswith("preflight --release")
     assert "compatibility.json" in entry["detail"]
     assert list(pypi.packages.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("platform", "lane", "refusal"),
+    [
+        ("host", "host", None),
+        ("cuda", "host", "platform cuda publishes to lane cuda, not host"),
+        ("host-forked", "stand-in", "platform host-forked is a stand-in, never released"),
+        ("nosuch", "host", "platform nosuch has no recipe in"),
+    ],
+)
+def test_release_wheel_must_belong_to_the_lane(
+    pypi: PyPIServer, tmp_path: Path, platform: str, lane: str, refusal: str | None
+) -> None:
+    wheel = make_wheel(tmp_path / "d", version="2.13.0+x", platform=platform)
+    env = publish_env(pypi, PATH=path_with_fake_preflight(tmp_path))
+    args = ["--lane", lane, "--repository-url", pypi.url, "--tag", "v2.13.0", "--json"]
+    done = run_publish([*args, "--bundlers", str(REPO / "bundlers"), str(wheel)], env)
+    (entry,) = done.json["files"]
+    if refusal is None:
+        assert done.returncode == 0, done.stderr
+        assert entry["status"] == "uploaded"
+    else:
+        assert done.returncode == 1
+        assert entry["status"] == "refused" and entry["detail"].startswith(refusal)
+        assert list(pypi.packages.iterdir()) == []

@@ -27,6 +27,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repository-url", required=True, help="upload endpoint (legacy upload protocol)")
     p.add_argument("--simple-url", help="the lane's simple index root (default: <repository-url>/simple/)")
     p.add_argument("--tag", help="release mode: refuse wheels whose version is not the tag's or that fail preflight")
+    p.add_argument(
+        "--bundlers",
+        type=Path,
+        help="platform recipes; with --tag, each wheel's platform must publish to --lane (default: ./bundlers)",
+    )
     p.add_argument("--concurrency", type=int, default=4, help="uploads at a time (default 4)")
     p.add_argument(
         "--timeout", type=float, default=300.0, help="seconds for one upload attempt of one file (default 300)"
@@ -41,6 +46,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p
+
+
+def _bundlers(given: Path | None) -> Path | None:
+    if given is not None:
+        if not given.is_dir():
+            raise PublishError("--bundlers is not a directory", str(given), "pass the checkout's bundlers/ folder")
+        return given
+    default = Path("bundlers")
+    return default if default.is_dir() else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             policy=RetryPolicy(attempts=args.retries + 1, timeout=args.timeout, backoff=args.backoff),
             concurrency=args.concurrency,
             dry_run=args.dry_run,
+            bundlers=_bundlers(args.bundlers),
         )
         result = run(settings, secrets, log)
     except PublishError as exc:

@@ -35,6 +35,8 @@ class Settings:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     concurrency: int = 4
     dry_run: bool = False
+    bundlers: Path | None = None
+    """The platform recipes; in release mode each wheel's platform must publish to the lane."""
 
 
 @dataclass
@@ -148,7 +150,9 @@ def run(settings: Settings, credentials: Credentials | None, log: Callable[[str]
     result = Result(settings.lane, repository, simple, settings.tag, settings.dry_run, [])
 
     if settings.tag is not None:
-        refusals = {r.wheel.filename: r.reason for r in release.gate(local, settings.tag)}
+        refusals = {
+            r.wheel.filename: r.reason for r in release.gate(local, settings.tag, settings.lane, settings.bundlers)
+        }
         if refusals:
             for w in local:
                 reason = refusals.get(w.filename, "not published: another wheel of this release was refused")
