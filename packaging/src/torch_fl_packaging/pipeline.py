@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from .build import build
 from .bundle import bundle
 from .configure import configure
 from .elf_patch import ElfPatcher
-from .errors import ConfigureError, WheelWriteError
+from .errors import BuildError, ConfigureError, WheelWriteError
 from .manifest import SCHEMA_PATH, write_manifest
 from .repair import repair
 from .verify import verify
@@ -167,8 +168,14 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
         size = final.stat().st_size
         digest = _sha256(final)
         dest = _publish(final, config.out_dir)
-    finally:
+    except BuildError:
+        # The build log is the only way to see why a compile failed: keep it.
+        raise
+    else:
         if not options.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    finally:
+        if not options.keep_work and sys.exc_info()[0] not in (None, BuildError):
             shutil.rmtree(work, ignore_errors=True)
     by_path = {r["path"]: r for r in manifest["elf"]}
     return {

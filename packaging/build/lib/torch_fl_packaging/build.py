@@ -70,7 +70,7 @@ def build(config: Config, work: Path, log: Callable[[str], None] = lambda s: Non
     if rc != 0:
         tail = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["?"]
         raise BuildError("the plugin build failed", re.sub(r"\s+", " ", tail[0])[:200],
-                         f"see the build log ({log_path}); rerun with --keep-work to keep it")
+                         f"see the build log, kept at {log_path}")
     wheels = sorted(dist.glob("torch_fl-*.whl"))
     if len(wheels) != 1:
         raise BuildError("the build did not produce exactly one torch_fl wheel", [w.name for w in wheels],
