@@ -6,17 +6,18 @@ from __future__ import annotations
 import email.parser
 import glob
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.tags import parse_tag
+from packaging.version import Version
 
 from torch_fl_preflight import elf_gates, host_checks, manifest_checks, wheel_checks
 from torch_fl_preflight.errors import ManifestError, WheelError
 from torch_fl_preflight.host_env import HostEnv
 from torch_fl_preflight.payload import InstalledPayload, WheelPayload, elf_members
 from torch_fl_preflight.report import SubjectReport
-from torch_fl_preflight.schema import MAX_MANIFEST_BYTES, MANIFEST_PATH_IN_PACKAGE, parse_manifest
+from torch_fl_preflight.schema import MANIFEST_PATH_IN_PACKAGE, MAX_MANIFEST_BYTES, parse_manifest
 from torch_fl_preflight.wheel_reader import WheelArchive
 
 INSTALLED_DIST = "torch_fl"
@@ -26,7 +27,7 @@ INSTALLED_DIST = "torch_fl"
 class Options:
     platform: str | None = None
     release: bool = False
-    host: host_checks.HostOptions = host_checks.HostOptions()
+    host: host_checks.HostOptions = field(default_factory=host_checks.HostOptions)
     gates: bool = True
 
 
@@ -46,7 +47,8 @@ def facts_of(manifest: dict[str, Any]) -> dict[str, Any]:
         "torch": manifest["torch"]["version"],
         "cxx11_abi": manifest["torch"]["cxx11_abi"],
         "torch_requirement": manifest["torch"]["requirement"],
-        "sdk": manifest["sdk"]["name"] + (f" {manifest['sdk']['version']}" if "version" in manifest["sdk"] else ""),
+        "sdk": manifest["sdk"]["name"]
+        + (f" {manifest['sdk']['version']}" if "version" in manifest["sdk"] else ""),
         "vendor_torch": (manifest.get("vendor_torch") or {}).get("version"),
         "companions": manifest.get("companions", {}),
     }
@@ -55,11 +57,15 @@ def facts_of(manifest: dict[str, Any]) -> dict[str, Any]:
 def read_wheel_manifest(whl: WheelArchive, meta: wheel_checks.WheelMetadata) -> dict[str, Any]:
     name = f"{meta.package_dir}/{MANIFEST_PATH_IN_PACKAGE}"
     if name not in whl.members:
-        raise ManifestError(f"{os.path.basename(whl.path)} has no {name}",
-                            "this is not a torch_fl wheel built by torch-fl-build; rebuild it")
+        raise ManifestError(
+            f"{os.path.basename(whl.path)} has no {name}",
+            "this is not a torch_fl wheel built by torch-fl-build; rebuild it",
+        )
     if whl.members[name].size > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"{name} declares {whl.members[name].size} bytes (limit {MAX_MANIFEST_BYTES})",
-                            "refusing to read it; rebuild the wheel")
+        raise ManifestError(
+            f"{name} declares {whl.members[name].size} bytes (limit {MAX_MANIFEST_BYTES})",
+            "refusing to read it; rebuild the wheel",
+        )
     return parse_manifest(whl.read(name, MAX_MANIFEST_BYTES), name)
 
 
@@ -69,8 +75,11 @@ def check_platform(manifest: dict[str, Any], opts: Options, report: SubjectRepor
     if manifest["platform"] == opts.platform:
         report.ok("wheel.platform", f"built for platform {opts.platform}")
     else:
-        report.fail("wheel.platform", f"built for platform {manifest['platform']}, not {opts.platform}",
-                    f"use the torch_fl wheel of platform {opts.platform}")
+        report.fail(
+            "wheel.platform",
+            f"built for platform {manifest['platform']}, not {opts.platform}",
+            f"use the torch_fl wheel of platform {opts.platform}",
+        )
 
 
 def check_wheel(path: str, host_for: Any, opts: Options) -> SubjectReport:
@@ -86,8 +95,15 @@ def check_wheel(path: str, host_for: Any, opts: Options) -> SubjectReport:
         report.facts.update(facts_of(manifest))
         report.facts["size"] = os.path.getsize(path)
         check_platform(manifest, opts, report)
-        manifest_checks.check_metadata_agreement(manifest, meta.name, meta.version, meta.requires_dist,
-                                                 frozenset(map(str, meta.wheel_tags)), meta.filename, report)
+        manifest_checks.check_metadata_agreement(
+            manifest,
+            meta.name,
+            meta.version,
+            meta.requires_dist,
+            frozenset(map(str, meta.wheel_tags)),
+            meta.filename,
+            report,
+        )
         manifest_checks.check_torch(manifest, report)
         manifest_checks.check_release(manifest, report, release=opts.release)
         host: HostEnv = host_for(manifest_env_names(manifest))
@@ -95,13 +111,21 @@ def check_wheel(path: str, host_for: Any, opts: Options) -> SubjectReport:
         members = elf_members(scan)
         sizes = {m.path: whl.members[m.path].size for m in members}
         manifest_checks.check_elf_records(manifest, members, digests, sizes, report)
-        _host_and_gates(host, manifest, members, frozenset(map(str, meta.wheel_tags)), meta.requires_dist, opts,
-                        report)
+        _host_and_gates(
+            host, manifest, members, frozenset(map(str, meta.wheel_tags)), meta.requires_dist, opts, report
+        )
     return report
 
 
-def _host_and_gates(host: HostEnv, manifest: dict[str, Any], members: list[Any], tags: frozenset[str],
-                    requires: Any, opts: Options, report: SubjectReport) -> None:
+def _host_and_gates(
+    host: HostEnv,
+    manifest: dict[str, Any],
+    members: list[Any],
+    tags: frozenset[str],
+    requires: Any,
+    opts: Options,
+    report: SubjectReport,
+) -> None:
     host_checks.check_tags(host, tags, report)
     model = elf_gates.LoaderModel(host, members, manifest)
     host_checks.check_torch_install(host, manifest, model, opts.host, report)
@@ -118,13 +142,17 @@ def check_installed(host_for: Any, opts: Options) -> SubjectReport:
     host: HostEnv = host_for(())
     dist = host.distributions.get(INSTALLED_DIST.replace("_", "-"))
     if dist is None:
-        raise WheelError(f"torch_fl is not installed for {host.executable}",
-                         "pip install the torch_fl wheel first, or check a wheel file with --wheel")
+        raise WheelError(
+            f"torch_fl is not installed for {host.executable}",
+            "pip install the torch_fl wheel first, or check a wheel file with --wheel",
+        )
     _version, site_dir = dist
     infos = sorted(glob.glob(os.path.join(site_dir, "torch_fl-*.dist-info")))
     if len(infos) != 1:
-        raise WheelError(f"found {len(infos)} torch_fl .dist-info directories in {site_dir}",
-                         "reinstall torch_fl (pip install --force-reinstall)")
+        raise WheelError(
+            f"found {len(infos)} torch_fl .dist-info directories in {site_dir}",
+            "reinstall torch_fl (pip install --force-reinstall)",
+        )
     dist_info = infos[0]
     report = SubjectReport(f"installed torch_fl ({dist_info})")
 
@@ -133,14 +161,18 @@ def check_installed(host_for: Any, opts: Options) -> SubjectReport:
             with open(os.path.join(dist_info, name), "rb") as fh:
                 return fh.read(limit)
         except OSError as exc:
-            raise WheelError(f"cannot read {name} of the installed torch_fl ({exc.strerror})",
-                             "reinstall torch_fl") from exc
+            raise WheelError(
+                f"cannot read {name} of the installed torch_fl ({exc.strerror})", "reinstall torch_fl"
+            ) from exc
 
     name, version, requires = wheel_checks.parse_metadata_text(
-        read("METADATA", wheel_checks.MAX_METADATA_BYTES).decode("utf-8", "replace"), "METADATA")
+        read("METADATA", wheel_checks.MAX_METADATA_BYTES).decode("utf-8", "replace"), "METADATA"
+    )
     wheel_msg = email.parser.Parser().parsestr(read("WHEEL", wheel_checks.MAX_METADATA_BYTES).decode(), True)
     tags = frozenset(str(t) for raw in wheel_msg.get_all("Tag") or [] for t in parse_tag(str(raw).strip()))
-    record = wheel_checks.parse_record(read("RECORD", wheel_checks.MAX_RECORD_BYTES).decode("utf-8", "replace"))
+    record = wheel_checks.parse_record(
+        read("RECORD", wheel_checks.MAX_RECORD_BYTES).decode("utf-8", "replace")
+    )
     mpath = os.path.join(site_dir, "torch_fl", MANIFEST_PATH_IN_PACKAGE)
     try:
         with open(mpath, "rb") as fh:
@@ -157,13 +189,15 @@ def check_installed(host_for: Any, opts: Options) -> SubjectReport:
             if algo == "sha256" and digest and payload.digest(f) != digest:
                 bad.append(f"{f}: sha256 differs from RECORD")
         if bad:
-            report.fail("wheel.record", f"{len(bad)} installed file(s) were modified", "reinstall torch_fl",
-                        tuple(bad))
+            report.fail(
+                "wheel.record",
+                f"{len(bad)} installed file(s) were modified",
+                "reinstall torch_fl",
+                tuple(bad),
+            )
         else:
             report.ok("wheel.record", "installed files match RECORD")
     check_platform(manifest, opts, report)
-    from packaging.version import Version
-
     manifest_checks.check_metadata_agreement(manifest, name, Version(version), requires, tags, None, report)
     manifest_checks.check_torch(manifest, report)
     manifest_checks.check_release(manifest, report, release=opts.release)

@@ -13,7 +13,7 @@ REPORT_VERSION = 1
 
 
 class Status(str, Enum):
-    PASS = "pass"
+    PASS = "pass"  # noqa: S105 - a check outcome, not a password
     FAIL = "fail"
     WARN = "warn"
     SKIP = "skip"
@@ -119,6 +119,8 @@ def to_text(reports: list[SubjectReport], *, verbose: bool = False) -> str:
     c = counts(reports)
     verdict = "OK" if exit_code(reports) == 0 else "FAILED"
     total = sum(c.values())
-    lines.append(f"{verdict}: {total} checks; {c['fail']} failed, {c['warn']} warned, {c['pass']} passed, "
-                 f"{c['skip']} skipped")
+    lines.append(
+        f"{verdict}: {total} checks; {c['fail']} failed, {c['warn']} warned, {c['pass']} passed, "
+        f"{c['skip']} skipped"
+    )
     return "\n".join(lines)

@@ -9,11 +9,11 @@ CRC, truncated streams) is reported when a member is read.
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import Future, ThreadPoolExecutor
 import stat
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import IO, Protocol
@@ -60,8 +60,10 @@ class WheelArchive:
         except FileNotFoundError as exc:
             raise WheelError(f"no such wheel ({path})", "pass the path of an existing .whl file") from exc
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-            raise WheelError(f"{path} is not a readable zip archive ({exc})",
-                             "the download or build is truncated or corrupt; fetch or build it again") from exc
+            raise WheelError(
+                f"{path} is not a readable zip archive ({exc})",
+                "the download or build is truncated or corrupt; fetch or build it again",
+            ) from exc
         try:
             self.members = self._vet()
         except WheelError:
@@ -84,25 +86,35 @@ class WheelArchive:
             name = info.filename
             _check_name(name)
             if name in members:
-                raise WheelError(f"duplicate member {name!r}", "rebuild the wheel; a zip must name each file once")
+                raise WheelError(
+                    f"duplicate member {name!r}", "rebuild the wheel; a zip must name each file once"
+                )
             mode = info.external_attr >> 16
             if info.create_system == 3 and mode and stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
                 kind = "symlink" if stat.S_ISLNK(mode) else "special file"
-                raise WheelError(f"member {name!r} is a {kind}",
-                                 "wheels must hold regular files only; rebuild without links")
+                raise WheelError(
+                    f"member {name!r} is a {kind}",
+                    "wheels must hold regular files only; rebuild without links",
+                )
             if info.is_dir():
                 continue
             if info.file_size > MAX_MEMBER_SIZE:
-                raise WheelError(f"member {name!r} declares {info.file_size} bytes (limit {MAX_MEMBER_SIZE})",
-                                 "refusing to inflate it; this is not a plausible torch_fl wheel")
+                raise WheelError(
+                    f"member {name!r} declares {info.file_size} bytes (limit {MAX_MEMBER_SIZE})",
+                    "refusing to inflate it; this is not a plausible torch_fl wheel",
+                )
             if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
                 ratio = info.file_size // max(info.compress_size, 1)
-                raise WheelError(f"member {name!r} compresses {ratio}:1 ({info.file_size} bytes)",
-                                 "refusing to inflate a likely zip bomb; rebuild the wheel")
+                raise WheelError(
+                    f"member {name!r} compresses {ratio}:1 ({info.file_size} bytes)",
+                    "refusing to inflate a likely zip bomb; rebuild the wheel",
+                )
             total += info.file_size
             if total > MAX_TOTAL_SIZE:
-                raise WheelError(f"members declare more than {MAX_TOTAL_SIZE} bytes in total",
-                                 "refusing to inflate; this is not a plausible torch_fl wheel")
+                raise WheelError(
+                    f"members declare more than {MAX_TOTAL_SIZE} bytes in total",
+                    "refusing to inflate; this is not a plausible torch_fl wheel",
+                )
             members[name] = Member(name, info.file_size, info.compress_size, info.CRC)
         return members
 
@@ -110,15 +122,19 @@ class WheelArchive:
         try:
             return self._zip.open(name)
         except (zipfile.BadZipFile, zlib.error, NotImplementedError, OSError) as exc:
-            raise WheelError(f"cannot open member {name!r} ({exc})", "the wheel is corrupt; rebuild it") from exc
+            raise WheelError(
+                f"cannot open member {name!r} ({exc})", "the wheel is corrupt; rebuild it"
+            ) from exc
 
     def read(self, name: str, limit: int) -> bytes:
         m = self.members.get(name)
         if m is None:
             raise WheelError(f"wheel has no {name}", "rebuild the wheel with torch-fl-build")
         if m.size > limit:
-            raise WheelError(f"{name} declares {m.size} bytes (limit {limit})",
-                             "refusing to read it; the file is not plausible")
+            raise WheelError(
+                f"{name} declares {m.size} bytes (limit {limit})",
+                "refusing to read it; the file is not plausible",
+            )
         with self.open(name) as fh:
             data = _guarded(lambda: fh.read(limit + 1), name)
         if len(data) > limit:
@@ -161,26 +177,35 @@ class WheelArchive:
         return iter(self.members.values())
 
 
-def _guarded(fn: object, name: str) -> bytes:
+def _guarded(fn: Callable[[], bytes], name: str) -> bytes:
     try:
-        result = fn()  # type: ignore[operator]
+        return fn()
     except zipfile.BadZipFile as exc:
-        raise WheelError(f"member {name!r} is corrupt ({exc})", "the wheel is damaged; fetch or build it again") from exc
+        raise WheelError(
+            f"member {name!r} is corrupt ({exc})", "the wheel is damaged; fetch or build it again"
+        ) from exc
     except (zlib.error, EOFError, OSError) as exc:
-        raise WheelError(f"member {name!r} cannot be inflated ({exc})",
-                         "the wheel is damaged; fetch or build it again") from exc
-    assert isinstance(result, bytes)
-    return result
+        raise WheelError(
+            f"member {name!r} cannot be inflated ({exc})", "the wheel is damaged; fetch or build it again"
+        ) from exc
 
 
 def _check_name(name: str) -> None:
     if not name or "\0" in name or "\\" in name:
-        raise WheelError(f"member name {name!r} is not a plain relative path",
-                         "rebuild the wheel; member names use forward slashes only")
+        raise WheelError(
+            f"member name {name!r} is not a plain relative path",
+            "rebuild the wheel; member names use forward slashes only",
+        )
     p = PurePosixPath(name)
     if name.startswith("/") or p.is_absolute():
-        raise WheelError(f"member {name!r} is an absolute path", "refusing a wheel that writes outside its install root")
+        raise WheelError(
+            f"member {name!r} is an absolute path", "refusing a wheel that writes outside its install root"
+        )
     if ".." in p.parts:
-        raise WheelError(f"member {name!r} climbs out with '..'", "refusing a wheel that writes outside its install root")
+        raise WheelError(
+            f"member {name!r} climbs out with '..'", "refusing a wheel that writes outside its install root"
+        )
     if len(name) > 2 and name[1] == ":":
-        raise WheelError(f"member {name!r} names a drive", "refusing a wheel that writes outside its install root")
+        raise WheelError(
+            f"member {name!r} names a drive", "refusing a wheel that writes outside its install root"
+        )
