@@ -255,3 +255,29 @@ def test_usage_errors_exit_2(host_wheel: Path) -> None:
 def test_bad_python_exits_2(host_wheel: Path, tmp_path: Path) -> None:
     r = B.run_preflight(["--wheel", str(host_wheel), "--python", str(tmp_path / "no-python")])
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--python" in r.stderr
+
+
+def test_check_build_env_needs_the_very_torch_build(host_wheel: Path, target_python: str,
+                                                     target_python_next: str) -> None:
+    code, doc = _json(["--wheel", str(host_wheel), "--python", target_python, "--check-build-env"])
+    assert code == 0 and _status(doc)["host.torch"] == "pass"
+    code, doc = _json(["--wheel", str(host_wheel), "--python", target_python_next, "--check-build-env"])
+    assert code == 1 and "build environment torch 2.13.1+cpu is not 2.13.0+cpu" in _finding(doc, "host.torch")["message"]
+
+
+def test_strict_tested_refuses_another_patch_release(host_wheel: Path, natives: B.Natives, tmp_path: Path) -> None:
+    """torch 2.13.1 satisfies the wheel's minor-line requirement; only --strict-tested refuses it."""
+    py = str(B.make_target_env(tmp_path / "env", natives.torch_lib, torch_version="2.13.1+cpu"))
+    code, doc = _json(["--wheel", str(host_wheel), "--python", py])
+    assert code == 0 and "(built with 2.13.0+cpu)" in _finding(doc, "host.torch")["message"]
+    code, doc = _json(["--wheel", str(host_wheel), "--python", py, "--strict-tested"])
+    assert code == 1 and "not the tested build torch" in _finding(doc, "host.torch")["message"]
+
+
+def test_old_cxx_abi_torch_is_refused(host_wheel: Path, natives: B.Natives, tmp_path: Path) -> None:
+    lib = tmp_path / "oldabi"
+    shutil.copytree(natives.torch_lib, lib)
+    B.cc(lib / "libc10.so", "int c10_version(void){return 213;}\n", soname="libc10.so")  # no __cxx11 names
+    py = str(B.make_target_env(tmp_path / "env", lib))
+    code, doc = _json(["--wheel", str(host_wheel), "--python", py])
+    assert code == 1 and "old C++ ABI" in _finding(doc, "host.torch")["message"]

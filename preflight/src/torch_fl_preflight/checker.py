@@ -6,6 +6,7 @@ from __future__ import annotations
 import email.parser
 import glob
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,14 +30,6 @@ class Options:
     release: bool = False
     host: host_checks.HostOptions = field(default_factory=host_checks.HostOptions)
     gates: bool = True
-
-
-def manifest_env_names(manifest: dict[str, Any]) -> tuple[str, ...]:
-    names = [d["env"] for d in manifest["runtime"]["directories"] if d.get("env")]
-    root = manifest["sdk"].get("root") or {}
-    if root.get("env"):
-        names.append(root["env"])
-    return tuple(dict.fromkeys(names))
 
 
 def facts_of(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -82,8 +75,11 @@ def check_platform(manifest: dict[str, Any], opts: Options, report: SubjectRepor
         )
 
 
-def check_wheel(path: str, host_for: Any, opts: Options) -> SubjectReport:
-    """`host_for(env_names)` returns the HostEnv, probed with the environment variables the manifest names."""
+HostSource = Callable[[], HostEnv]
+
+
+def check_wheel(path: str, host_for: HostSource, opts: Options) -> SubjectReport:
+    """`host_for()` returns the target environment (probed once, on first use)."""
     report = SubjectReport(os.path.basename(path))
     with WheelArchive(path) as whl:
         meta = wheel_checks.read_wheel_metadata(whl)
@@ -106,7 +102,7 @@ def check_wheel(path: str, host_for: Any, opts: Options) -> SubjectReport:
         )
         manifest_checks.check_torch(manifest, report)
         manifest_checks.check_release(manifest, report, release=opts.release)
-        host: HostEnv = host_for(manifest_env_names(manifest))
+        host = host_for()
         scan.site_dir = host.platlib
         members = elf_members(scan)
         sizes = {m.path: whl.members[m.path].size for m in members}
@@ -138,8 +134,8 @@ def _host_and_gates(
         report.facts["external_libraries"] = result.external
 
 
-def check_installed(host_for: Any, opts: Options) -> SubjectReport:
-    host: HostEnv = host_for(())
+def check_installed(host_for: HostSource, opts: Options) -> SubjectReport:
+    host = host_for()
     dist = host.distributions.get(INSTALLED_DIST.replace("_", "-"))
     if dist is None:
         raise WheelError(

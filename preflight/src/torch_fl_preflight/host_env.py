@@ -163,7 +163,7 @@ def supported_tags(host: HostEnv) -> list[str]:
     platforms = _platforms(host)
     out: list[ptags.Tag] = []
     if host.implementation == "cpython":
-        m = re.match(r"cpython-(\d+)(\w*?)-", host.soabi)
+        m = re.match(r"cpython-(\d+)([a-z]*)-", host.soabi)
         abi = f"cp{m.group(1)}{m.group(2)}" if m else f"cp{major}{minor}" + ("t" if host.gil_disabled else "")
         out.extend(ptags.cpython_tags((major, minor), [abi], platforms))
         interp = f"cp{major}{minor}"

@@ -88,7 +88,9 @@ def probe(env_names: tuple[str, ...] = ()) -> dict[str, Any]:
         "sys_path": [p for p in sys.path if p],
         "distributions": dists,
         "torch": torch_info,
-        "environ": {k: os.environ[k] for k in ("LD_LIBRARY_PATH", *env_names) if k in os.environ},
+        "environ": {
+            k: os.environ[k] for k in ("LD_LIBRARY_PATH", *env_names) if k in os.environ
+        },  # diagnostics
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -109,7 +110,7 @@ def run(argv: Sequence[str] | None) -> tuple[int, str]:
 
     probe = HostProbe(args.python)
 
-    def host_for(_env_names: tuple[str, ...] = ()) -> HostEnv:
+    def host_for() -> HostEnv:
         return probe.result()
 
     reports: list[SubjectReport] = []
@@ -144,7 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             want_json,
         )
         return EXIT_UNUSABLE
-    print(out)
+    try:
+        print(out)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `torch-fl-preflight ... | head`: the reader left; the verdict stands
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
 
 

@@ -55,7 +55,7 @@ def parse_metadata_text(text: str, where: str) -> tuple[str, str, tuple[Requirem
 def read_wheel_metadata(whl: WheelArchive) -> WheelMetadata:
     filename = os.path.basename(whl.path)
     try:
-        fname_name, fname_version, _build, fname_tags = parse_wheel_filename(filename)
+        _name, _version, _build, fname_tags = parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:
         raise WheelError(
             f"file name {filename!r} is not a wheel name ({exc})",
@@ -84,8 +84,8 @@ def read_wheel_metadata(whl: WheelArchive) -> WheelMetadata:
         parsed_version = Version(version)
     except ValueError as exc:
         raise WheelError(f"METADATA Version {version!r} is not PEP 440", "rebuild the wheel") from exc
-    if canonicalize_name(name) != fname_name or parsed_version != fname_version:
-        pass  # reported as a failed check by check_identity, not an unusable input
+    # A name or version that disagrees with the file name is a failed check (check_identity),
+    # not unusable input.
     return WheelMetadata(
         filename, name, parsed_version, frozenset(fname_tags), frozenset(wheel_tags), reqs, dist_info
     )
@@ -104,10 +104,9 @@ def check_identity(whl: WheelArchive, meta: WheelMetadata, report: SubjectReport
             f"WHEEL tags {sorted(map(str, meta.wheel_tags))} vs file name "
             f"{sorted(map(str, meta.filename_tags))}"
         )
-    expected_di = f"{meta.package_dir}-{meta.version}.dist-info"
-    if meta.dist_info.lower() != expected_di.lower() and canonicalize_name(
-        meta.dist_info.rsplit("-", 1)[0]
-    ) != canonicalize_name(meta.name):
+    if canonicalize_name(meta.dist_info.removesuffix(".dist-info").rsplit("-", 1)[0]) != canonicalize_name(
+        meta.name
+    ):
         problems.append(f".dist-info directory {meta.dist_info!r} does not name {meta.name}")
     if problems:
         report.fail("wheel.identity", "; ".join(problems), "rebuild the wheel; do not rename wheel files")

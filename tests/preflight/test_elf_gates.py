@@ -1,0 +1,91 @@
+"""The loader model against the real loader: for the same files, preflight's verdict must be what
+glibc's ld.so does when a fresh process dlopens them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torch_fl_preflight.elf_gates import LoaderModel, expand_origin, run_gates, runtime_directories
+from torch_fl_preflight.elf_reader import read_elf_file
+from torch_fl_preflight.host_env import probe_host
+from torch_fl_preflight.payload import ElfMember
+from torch_fl_preflight.report import SubjectReport
+
+import _preflight_builders as B
+
+pytestmark = pytest.mark.compile
+
+
+def _real_loader_accepts(path: Path) -> bool:
+    code = f"import ctypes\ntry:\n    ctypes.CDLL({str(path)!r})\nexcept OSError as e:\n    raise SystemExit(str(e))\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                       env={"PATH": "/usr/bin:/bin"})
+    return r.returncode == 0
+
+
+def _gates(paths: list[Path]) -> dict[str, str]:
+    host = probe_host(None)
+    members = [ElfMember(p.name, str(p), read_elf_file(str(p))) for p in paths]
+    report = SubjectReport("t")
+    run_gates(LoaderModel(host, members, None), members, None, report)
+    return {f.id: f.status.value for f in report.findings}
+
+
+@pytest.mark.parametrize("runpath", [False, True])
+def test_rpath_is_inherited_by_dependencies_runpath_is_not(tmp_path: Path, runpath: bool) -> None:
+    """libtop (RPATH or RUNPATH $ORIGIN/sub) -> sub/libmid (no path) -> sub/libleaf.
+
+    glibc searches a loader's DT_RPATH for its dependencies' needs too, but DT_RUNPATH only for
+    the object's own needs (ld.so(8)); so libleaf resolves in the first case only."""
+    sub = tmp_path / "sub"
+    B.cc(sub / "libleaf.so", "int leaf(void){return 1;}\n", soname="libleaf.so")
+    B.cc(sub / "libmid.so", "extern int leaf(void);\nint mid(void){return leaf();}\n", soname="libmid.so",
+         libs=["libleaf.so"], libdirs=[sub])
+    top = B.cc(tmp_path / "libtop.so", "extern int mid(void);\nint top(void){return mid();}\n", soname="libtop.so",
+               libs=["libmid.so"], libdirs=[sub], rpath=["$ORIGIN/sub"], runpath=runpath)
+    verdict = _gates([top])
+    real = _real_loader_accepts(top)
+    assert real is (not runpath)
+    assert (verdict["elf.needed"] == "pass") is real
+
+
+def test_missing_symbol_matches_the_loader(tmp_path: Path) -> None:
+    """A dependency that lost a symbol: RTLD_NOW (ctypes) refuses it, and so does elf.symbols."""
+    B.cc(tmp_path / "libdep.so", "int other(void){return 1;}\n", soname="libdep.so")
+    user = B.cc(tmp_path / "libuser.so", "extern int gone(void);\nint u(void){return gone();}\n",
+                soname="libuser.so", libs=["libdep.so"], libdirs=[tmp_path], rpath=["$ORIGIN"])
+    verdict = _gates([user])
+    assert verdict["elf.needed"] == "pass" and verdict["elf.symbols"] == "fail"
+    assert not _real_loader_accepts(user)
+
+
+def test_weak_undefined_symbols_are_allowed(tmp_path: Path) -> None:
+    lib = B.cc(tmp_path / "libweak.so", "extern int maybe(void) __attribute__((weak));\n"
+               "int w(void){return maybe ? maybe() : 0;}\n", soname="libweak.so")
+    assert _gates([lib])["elf.symbols"] == "pass"
+    assert _real_loader_accepts(lib)
+
+
+def test_symbol_version_from_the_wrong_library_fails(natives: B.Natives) -> None:
+    assert _gates([natives.needs_glibcxx99])["elf.versions"] == "fail"
+    assert not _real_loader_accepts(natives.needs_glibcxx99)
+
+
+def test_expand_origin() -> None:
+    assert expand_origin("$ORIGIN/../lib", "/site/torch_fl") == "/site/lib"
+    assert expand_origin("${ORIGIN}", "/site/torch_fl") == "/site/torch_fl"
+    assert expand_origin("$LIB/x", "/a") is None
+
+
+def test_runtime_directories_rerooted_under_the_sdk_root() -> None:
+    m = {"sdk": {"name": "maca", "root": {"env": "MACA_PATH", "default": "/opt/maca"}},
+         "runtime": {"directories": [{"path": "/opt/maca/lib", "env": "MACA_PATH", "libraries": []},
+                                     {"path": "/opt/maca/mxgpu_llvm/lib", "env": "MACA_PATH", "libraries": []},
+                                     {"path": "/usr/local/other", "env": "OTHER_DIR", "libraries": []}]}}
+    assert runtime_directories(m, {}) == ["/opt/maca/lib", "/opt/maca/mxgpu_llvm/lib", "/usr/local/other"]
+    assert runtime_directories(m, {"MACA_PATH": "/home/u/maca", "OTHER_DIR": "/x"}) == [
+        "/home/u/maca/lib", "/home/u/maca/mxgpu_llvm/lib", "/x"]
