@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import os
 
-from torch_fl import _env
+# -- bootstrap (issue 5): before anything imports torch, prepare the process for this wheel's
+# bundle kind (torch_fl/_bootstrap.py); an ImportError from here names what is missing and the fix.
+from torch_fl import _bootstrap
+
+_bootstrap.ensure(os.path.dirname(os.path.abspath(__file__)))
+# -- end bootstrap
+
+from torch_fl import _env  # noqa: E402
 
 
 def _autoload() -> None:

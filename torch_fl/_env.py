@@ -39,6 +39,14 @@ REGISTRY: tuple[EnvVar, ...] = (
     EnvVar("FLAGOS_HOST_DEVICES", "`2`", "Number of virtual devices of the emulated host runtime (1-64)."),
     EnvVar("FLAGOS_HOST_MEMORY_LIMIT", "no limit",
            "Per-device memory limit of the emulated host runtime: bytes or `K`/`M`/`G`/`T` (e.g. `512M`)."),
+    # -- bootstrap (issue 5)
+    EnvVar("FLAGOS_NO_STARTUP_HOOK", "unset (the hook is on)",
+           "`1` turns off the startup hook (`torch_fl_startup.pth`) that prepares the process before `import torch`; "
+           "`import torch_fl` must then come before `import torch` for the `cuda-assets` and `forked-libtorch` wheels."),
+    EnvVar("FLAGOS_CACHE_DIR", "`$XDG_CACHE_HOME/torch_fl` (`~/.cache/torch_fl`)",
+           "Private per-user cache of the `forked-libtorch` bootstrap (its view of torch); must be owned by you and "
+           "writable by nobody else."),
+    # -- end bootstrap
     EnvVar("FLAGOS_PLATFORM", "`host`", "Build time: the platform recipe (`bundlers/<platform>.toml`) to build for."),
     EnvVar("FLAGOS_WHEEL_LOCAL_VERSION", "the recipe's `local_version`",
            "Build time, set by `torch-fl-build`: the wheel version's local segment."),

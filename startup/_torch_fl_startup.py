@@ -1,0 +1,80 @@
+"""torch_fl's startup hook: makes the bootstrap run before torch, whatever the program imports first.
+
+The torch_fl wheel installs this module and ``torch_fl_startup.pth`` at the root
+of site-packages; the interpreter's ``site`` module runs the ``.pth`` at start-up
+(also in multiprocessing children and subprocesses), which imports this module.
+It must cost next to nothing there (issue 5: at most 1 ms on ``python -c pass``),
+so it only puts a finder at the front of ``sys.meta_path`` that answers no
+lookup and does no work until ``torch`` itself is looked up.  Then it runs
+``torch_fl/_bootstrap.py`` (loaded by path: ``torch_fl/__init__.py`` imports
+torch, which is exactly what must not happen yet) and, for the bundle kinds
+that need it, hands back the spec torch is to be imported from.
+
+It lives outside the ``torch_fl`` package for the same reason.
+``FLAGOS_NO_STARTUP_HOOK=1`` turns it off.
+"""
+
+import os
+import sys
+
+_BOOTSTRAP = "torch_fl._bootstrap"
+
+
+class TorchImportHook:
+    """``sys.meta_path`` entry: on the first lookup of ``torch``, run torch_fl's bootstrap, then step aside."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch":
+            return None
+        uninstall()
+        # The torch_fl package installed beside this module (the same wheel).
+        pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_fl")
+        if not os.path.isfile(os.path.join(pkg, "compatibility.json")):
+            return None  # a development build: nothing to prepare
+        return _bootstrap(pkg).on_torch_import(pkg)
+
+    def invalidate_caches(self):
+        pass
+
+
+def _bootstrap(pkg):
+    module = sys.modules.get(_BOOTSTRAP)
+    if module is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(_BOOTSTRAP, os.path.join(pkg, "_bootstrap.py"))
+        module = importlib.util.module_from_spec(spec)
+        # Registered under its package name, so that `import torch_fl` later finds
+        # this instance and what it already did.
+        sys.modules[_BOOTSTRAP] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[_BOOTSTRAP]
+            raise
+    return module
+
+
+_hook = None
+
+
+def install():
+    """Put the hook first on sys.meta_path (idempotent); nothing when FLAGOS_NO_STARTUP_HOOK=1 or torch is loaded."""
+    global _hook
+    if os.environ.get("FLAGOS_NO_STARTUP_HOOK") == "1" or "torch" in sys.modules or _hook is not None:
+        return
+    _hook = TorchImportHook()
+    sys.meta_path.insert(0, _hook)
+
+
+def uninstall():
+    global _hook
+    if _hook is not None:
+        try:
+            sys.meta_path.remove(_hook)
+        except ValueError:
+            pass
+        _hook = None
+
+
+install()
