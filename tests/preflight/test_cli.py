@@ -281,3 +281,13 @@ def test_old_cxx_abi_torch_is_refused(host_wheel: Path, natives: B.Natives, tmp_
     py = str(B.make_target_env(tmp_path / "env", lib))
     code, doc = _json(["--wheel", str(host_wheel), "--python", py])
     assert code == 1 and "old C++ ABI" in _finding(doc, "host.torch")["message"]
+
+
+def test_require_sdk(host_wheel: Path, target_python: str) -> None:
+    """The host wheel names no SDK tree: its version is unknown, which --require-sdk refuses."""
+    code, doc = _json(["--wheel", str(host_wheel), "--python", target_python])
+    assert code == 0 and _status(doc)["host.sdk"] == "skip"
+    code, doc = _json(["--wheel", str(host_wheel), "--python", target_python, "--require-sdk"])
+    assert code == 1 and _status(doc)["host.sdk"] == "fail"
+    code, doc = _json(["--wheel", str(host_wheel), "--python", target_python, "--require-sdk", "--sdk-version", "1.0"])
+    assert code == 0 and _status(doc)["host.sdk"] == "warn"  # known now, but the wheel records none to compare
