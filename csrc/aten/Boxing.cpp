@@ -6,9 +6,11 @@
 #include <unordered_set>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/native/CPUFallback.h>
 
-#include "aten/HostView.h"
+#include "aten/NativeView.h"
+#include <c10/core/DeviceGuard.h>
 #include "aten/Routing.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosGenerator.h"
@@ -53,48 +55,61 @@ FlagosGenerator& flagos_generator_of(c10::Device device) {
 }
 
 // Seeded random ops without a Generator argument (native_dropout, ...) draw
-// from the CPU default generator inside the CPU kernel.  For the call, the CPU
-// default generator is lent the flagos generator's state, and the advanced
-// state is handed back afterwards, so the flagos seed governs them too.
-class LentCpuGenerator {
+// from the kernel device's default generator inside the kernel.  For the call,
+// that generator is lent the flagos generator's state, and the advanced state
+// is handed back afterwards, so the flagos seed governs them too.
+class LentKernelGenerator {
  public:
-  explicit LentCpuGenerator(at::Generator engine)
-      : engine_(std::move(engine)), cpu_(at::detail::getDefaultCPUGenerator()) {
+  explicit LentKernelGenerator(at::Generator engine)
+      : engine_(std::move(engine)), kernel_(at::globalContext().defaultGenerator(engine_.device())) {
     at::Tensor engine_state;
     {
       std::lock_guard<std::mutex> lock(engine_.mutex());
       engine_state = engine_.get_state();
     }
-    std::lock_guard<std::mutex> lock(cpu_.mutex());
-    saved_ = cpu_.get_state();
-    cpu_.set_state(engine_state);
+    std::lock_guard<std::mutex> lock(kernel_.mutex());
+    saved_ = kernel_.get_state();
+    kernel_.set_state(engine_state);
   }
-  ~LentCpuGenerator() {
+  ~LentKernelGenerator() {
     at::Tensor advanced;
     {
-      std::lock_guard<std::mutex> lock(cpu_.mutex());
-      advanced = cpu_.get_state();
-      cpu_.set_state(saved_);
+      std::lock_guard<std::mutex> lock(kernel_.mutex());
+      advanced = kernel_.get_state();
+      kernel_.set_state(saved_);
     }
     std::lock_guard<std::mutex> lock(engine_.mutex());
     engine_.set_state(advanced);
   }
-  LentCpuGenerator(const LentCpuGenerator&) = delete;
-  LentCpuGenerator& operator=(const LentCpuGenerator&) = delete;
+  LentKernelGenerator(const LentKernelGenerator&) = delete;
+  LentKernelGenerator& operator=(const LentKernelGenerator&) = delete;
 
  private:
   at::Generator engine_;
-  at::Generator cpu_;
+  at::Generator kernel_;
   at::Tensor saved_;
 };
 
-// CPU kernels accept only CPU generators: give them the engine of the flagos
-// generator, and the device's default generator where none was passed, so that
-// torch.flagos.manual_seed governs random ops on flagos.  Returns the lent CPU
-// default generator for seeded ops that have no Generator argument.
-std::unique_ptr<LentCpuGenerator> substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                                                      size_t first, c10::Device device) {
+// Kernels accept only generators of their own device type: give them the
+// engine of the flagos generator, and the device's default generator where
+// none was passed, so that torch.flagos.manual_seed governs random ops on
+// flagos.  Returns the lent default generator for seeded ops that have no
+// Generator argument.
+std::unique_ptr<LentKernelGenerator> substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                                           size_t first, c10::Device device,
+                                                           c10::DeviceType provider_type) {
   const auto& arguments = op.schema().arguments();
+  if (flagos_generator_of(device).engine().device().type() != provider_type) {
+    // The cpu provider on a platform whose engines are not CPU generators:
+    // CPU kernels draw from the CPU default generator (torch.manual_seed).
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      auto& v = stack[first + i];
+      if (v.isGenerator() && v.toGenerator().device().type() == c10::DeviceType::PrivateUse1) {
+        v = c10::IValue(at::detail::getDefaultCPUGenerator());
+      }
+    }
+    return nullptr;
+  }
   bool has_generator_argument = false;
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (!is_optional_generator(arguments[i])) continue;
@@ -107,12 +122,12 @@ std::unique_ptr<LentCpuGenerator> substitute_generators(const c10::OperatorHandl
     }
   }
   if (!has_generator_argument && op.hasTag(at::Tag::nondeterministic_seeded)) {
-    return std::make_unique<LentCpuGenerator>(flagos_generator_of(device).engine());
+    return std::make_unique<LentKernelGenerator>(flagos_generator_of(device).engine());
   }
   return nullptr;
 }
 
-struct HostViews {
+struct NativeViews {
   std::vector<at::Tensor> device_tensors;
   std::vector<at::Tensor> views;
   std::vector<bool> written;  // the schema marks the argument as written to
@@ -124,15 +139,16 @@ struct HostViews {
                 "Expected all tensors to be on the same device, but found at least two devices, ",
                 device_tensors.front().device(), " and ", t.device(), "!");
     device_tensors.push_back(t);
-    views.push_back(host_view(t));
+    views.push_back(native_view(t));
     written.push_back(is_written);
     return views.back();
   }
 
-  // Maps a CPU result back to flagos: the argument itself for in-place and out=
-  // results, a flagos view for results aliasing an argument, else a copy.
+  // Maps a kernel result back to flagos: the argument itself for in-place and
+  // out= results, a flagos view for results aliasing an argument, else the
+  // result adopted or copied (from_native).
   at::Tensor to_flagos(const at::Tensor& result, c10::Device device) const {
-    if (!result.defined() || result.device().type() != c10::DeviceType::CPU) return result;
+    if (!result.defined() || result.device().type() == c10::DeviceType::PrivateUse1) return result;
     for (size_t k = 0; k < views.size(); ++k) {
       if (result.unsafeGetTensorImpl() == views[k].unsafeGetTensorImpl()) return device_tensors[k];
     }
@@ -146,7 +162,7 @@ struct HostViews {
         return alias;
       }
     }
-    return to_device(result, device);
+    return from_native(result, device);
   }
 };
 
@@ -154,17 +170,20 @@ bool is_written(const c10::Argument& argument) {
   return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
 }
 
-// Provider `host`: PyTorch's CPU kernel runs directly on the device memory.
-void run_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  TORCH_CHECK(runtime::device_memory_is_host_addressable(), "provider 'host' needs host-addressable device memory");
+// Providers `host` and `cuda`: PyTorch's kernel for the runtime's kernel
+// device type (CPU, CUDA) runs in place on zero-copy views of the device memory.
+void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();
   const size_t first = stack->size() - arguments.size();
-  // No device guard: the CPU kernel does not look at the current device, and
-  // results are placed on `device` explicitly.
   const c10::Device device = op_device(*stack, first, arguments.size());
+  const auto kernel_type = runtime::kernel_device_type();
+  // CPU kernels ignore the current device (and the guard costs a noticeable
+  // share of a small op); CUDA kernels launch on the current device and stream.
+  c10::OptionalDeviceGuard guard;
+  if (kernel_type != c10::kCPU) guard.reset_device(device);
 
-  HostViews views;
+  NativeViews views;
   for (size_t i = 0; i < arguments.size(); ++i) {
     auto& v = (*stack)[first + i];
     const bool written = is_written(arguments[i]);
@@ -185,15 +204,15 @@ void run_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
       v = converted;
     } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
+      v = c10::IValue(c10::Device(kernel_type, kernel_type == c10::kCPU ? -1 : v.toDevice().index()));
     }
   }
-  const auto lent_generator = substitute_generators(op, *stack, first, device);
+  const auto lent_generator = substitute_generators(op, *stack, first, device, kernel_type);
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, kernel_type)), stack);
 
   for (size_t k = 0; k < views.views.size(); ++k) {
-    if (views.written[k]) sync_from_host_view(views.device_tensors[k], views.views[k]);
+    if (views.written[k]) sync_from_native_view(views.device_tensors[k], views.views[k]);
   }
   const size_t num_returns = schema.returns().size();
   const size_t returns_first = stack->size() - num_returns;
@@ -216,7 +235,7 @@ void run_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
   const size_t first = stack->size() - arguments.size();
   const c10::Device device = op_device(*stack, first, arguments.size());
-  const auto lent_generator = substitute_generators(op, *stack, first, device);
+  const auto lent_generator = substitute_generators(op, *stack, first, device, c10::kCPU);
   at::native::cpu_fallback(op, stack);
 }
 
@@ -242,7 +261,8 @@ void routed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   switch (route.effective) {
     case Provider::Host:
-      run_host(op, stack);
+    case Provider::Cuda:
+      run_native(op, stack);
       return;
     case Provider::Cpu:
       run_cpu(op, stack);

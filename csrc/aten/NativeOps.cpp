@@ -9,7 +9,7 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 
-#include "aten/HostView.h"
+#include "aten/NativeView.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
 
@@ -33,8 +33,8 @@ void check_strided(std::optional<c10::Layout> layout, std::optional<bool> pin_me
 }
 
 // A dense block copy is one runtime copy; anything else (dtype conversion,
-// broadcasting, different strides) runs PyTorch's CPU copy kernel over host
-// views, which the emulated runtime's host-addressable memory allows.
+// broadcasting, different strides) runs the kernel device's copy kernel over
+// kernel views (NativeView.h).
 bool is_block_copy(const at::Tensor& src, const at::Tensor& dst) {
   return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.strides() == dst.strides() &&
          src.is_non_overlapping_and_dense() && !src.is_conj() && !dst.is_conj() && !src.is_neg() &&
@@ -132,12 +132,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     runtime::copy(dst.data_ptr(), self.const_data_ptr(), nbytes, kind, nullptr);
     return dst;
   }
-  TORCH_CHECK(runtime::device_memory_is_host_addressable(),
-              "this flagos runtime copies only dense tensors of one dtype and layout; make the source contiguous "
-              "and of the destination's dtype first");
-  auto src_view = src_on_device ? host_view(self) : self;
-  auto dst_view = dst_on_device ? host_view(dst) : dst;
-  dst_view.copy_(src_view);
+  auto dst_view = native_view_if_flagos(dst);
+  dst_view.copy_(native_view_if_flagos(self));
   return dst;
 }
 

@@ -1,4 +1,4 @@
-#include "aten/HostView.h"
+#include "aten/NativeView.h"
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
@@ -8,36 +8,64 @@
 
 namespace torch_fl::aten {
 
-at::Tensor host_view(const at::Tensor& device_tensor) {
-  const auto& storage = device_tensor.storage();
+namespace {
+
+c10::DispatchKeySet kernel_keys() {
+  return c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, runtime::kernel_device_type()));
+}
+
+// Wraps the storage of a kernel result into a flagos storage sharing its memory.
+c10::Storage adopt_storage(const c10::Storage& native, c10::Device device) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), native.nbytes(),
+                      adopt_kernel_allocation(native, device.index()), &device_allocator(), /*resizable=*/true);
+}
+
+}  // namespace
+
+at::Tensor native_view(const at::Tensor& flagos_tensor) {
+  const auto& storage = flagos_tensor.storage();
+  const auto kernel_type = runtime::kernel_device_type();
+  const c10::Device where(kernel_type, kernel_type == c10::kCPU ? -1 : flagos_tensor.device().index());
   c10::Storage view_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                            c10::DataPtr(const_cast<void*>(storage.data()), c10::Device(c10::DeviceType::CPU)),
-                            at::getCPUAllocator(), /*resizable=*/true);
-  auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage),
-                                                       c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                                       device_tensor.dtype());
-  view.unsafeGetTensorImpl()->set_sizes_and_strides(device_tensor.sizes(), device_tensor.strides(),
-                                                    device_tensor.storage_offset());
+                            c10::DataPtr(const_cast<void*>(storage.data()), where), c10::GetAllocator(kernel_type),
+                            /*resizable=*/true);
+  auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), kernel_keys(), flagos_tensor.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(),
+                                                    flagos_tensor.storage_offset());
   return view;
 }
 
-void sync_from_host_view(const at::Tensor& device_tensor, const at::Tensor& view) {
-  const auto& storage = device_tensor.storage();
+void sync_from_native_view(const at::Tensor& flagos_tensor, const at::Tensor& view) {
+  const auto& storage = flagos_tensor.storage();
   if (view.storage().data() != storage.data()) {
-    // The kernel resized the view: its bytes now live in CPU memory.
-    const size_t nbytes = view.storage().nbytes();
-    auto fresh = device_allocator().allocate_on(device_tensor.device().index(), nbytes);
-    if (nbytes > 0) {
-      runtime::copy(fresh.get(), view.storage().data(), nbytes, runtime::CopyKind::HostToDevice, nullptr);
-    }
+    // The kernel resized the view: its bytes now live in memory it allocated.
     auto* impl = storage.unsafeGetStorageImpl();
-    impl->set_data_ptr_noswap(std::move(fresh));
+    const size_t nbytes = view.storage().nbytes();
+    if (runtime::kernel_outputs_are_device_memory()) {
+      impl->set_data_ptr_noswap(adopt_kernel_allocation(view.storage(), flagos_tensor.device().index()));
+    } else {
+      auto fresh = device_allocator().allocate_on(flagos_tensor.device().index(), nbytes);
+      if (nbytes > 0) {
+        runtime::copy(fresh.get(), view.storage().data(), nbytes, runtime::CopyKind::HostToDevice, nullptr);
+      }
+      impl->set_data_ptr_noswap(std::move(fresh));
+    }
     impl->set_nbytes(nbytes);
   }
-  if (view.sizes() != device_tensor.sizes() || view.strides() != device_tensor.strides() ||
-      view.storage_offset() != device_tensor.storage_offset()) {
-    device_tensor.unsafeGetTensorImpl()->set_sizes_and_strides(view.sizes(), view.strides(), view.storage_offset());
+  if (view.sizes() != flagos_tensor.sizes() || view.strides() != flagos_tensor.strides() ||
+      view.storage_offset() != flagos_tensor.storage_offset()) {
+    flagos_tensor.unsafeGetTensorImpl()->set_sizes_and_strides(view.sizes(), view.strides(), view.storage_offset());
   }
+}
+
+at::Tensor from_native(const at::Tensor& result, c10::Device device) {
+  if (!runtime::kernel_outputs_are_device_memory() || result.device().type() == c10::kCPU) {
+    return to_device(result.device().type() == c10::kCPU ? result : result.cpu(), device);
+  }
+  auto adopted = at::detail::make_tensor<c10::TensorImpl>(
+      adopt_storage(result.storage(), device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype());
+  adopted.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());
+  return adopted;
 }
 
 at::Tensor to_device(const at::Tensor& cpu, c10::Device device) {
@@ -50,7 +78,7 @@ at::Tensor to_device(const at::Tensor& cpu, c10::Device device) {
       runtime::copy(out.data_ptr(), cpu.const_data_ptr(), nbytes, runtime::CopyKind::HostToDevice, nullptr);
     }
   } else {
-    host_view(out).copy_(cpu);
+    native_view(out).copy_(cpu);
   }
   return out;
 }

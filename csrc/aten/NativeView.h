@@ -1,23 +1,34 @@
-// CPU views of flagos tensors, for runtimes whose device memory is
-// host-addressable (runtime::device_memory_is_host_addressable()).
+// Kernel views: flagos tensors seen as tensors of the device type whose
+// PyTorch kernels run on the runtime's memory in place (runtime::kernel_device_type():
+// CPU on the host platform, CUDA on the cuda platform), and the way back.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 namespace torch_fl::aten {
 
-// A CPU tensor over the same bytes as `device_tensor` (same sizes, strides,
-// offset and dtype), without copying.  Its storage does not own the memory and
-// is resizable, so a CPU kernel that grows it (an out= argument of the wrong
-// size) gets fresh CPU memory instead of failing; sync_from_host_view() then
-// carries the change back.
-at::Tensor host_view(const at::Tensor& device_tensor);
+// A tensor of the kernel device type over the same bytes as `flagos_tensor`
+// (same sizes, strides, offset and dtype), without copying.  Its storage does
+// not own the memory and is resizable, so a kernel that grows it (an out=
+// argument of the wrong size) gets fresh memory instead of failing;
+// sync_from_native_view() then carries the change back.
+at::Tensor native_view(const at::Tensor& flagos_tensor);
 
-// After a kernel ran on `view` = host_view(device_tensor): make device_tensor
+// A flagos tensor as `t` is, or `t` when it is not a flagos tensor.
+inline at::Tensor native_view_if_flagos(const at::Tensor& t) {
+  return t.defined() && t.is_privateuseone() ? native_view(t) : t;
+}
+
+// After a kernel ran on `view` = native_view(flagos_tensor): make flagos_tensor
 // match the view's geometry, and its data if the kernel reallocated the view.
-void sync_from_host_view(const at::Tensor& device_tensor, const at::Tensor& view);
+void sync_from_native_view(const at::Tensor& flagos_tensor, const at::Tensor& view);
 
-// A flagos tensor on `device` holding the values of CPU tensor `cpu`.
+// A flagos tensor on `device` for a kernel's result: the result's own memory
+// where the kernel allocator hands out device memory (adopted, no copy),
+// otherwise a copy into device memory.
+at::Tensor from_native(const at::Tensor& result, c10::Device device);
+
+// A flagos tensor on `device` holding the values of CPU tensor `cpu` (a copy).
 at::Tensor to_device(const at::Tensor& cpu, c10::Device device);
 
 }  // namespace torch_fl::aten

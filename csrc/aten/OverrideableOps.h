@@ -1,6 +1,7 @@
 // Operators PyTorch reaches on unknown backends only through "*_overrideable"
 // entry points, whose default kernels throw instead of falling back: flagos
-// answers them with the CPU implementation of the operator they stand for.
+// answers them with the kernel device's (CPU or CUDA) implementation of the
+// operator they stand for.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -8,6 +8,7 @@
 // macro of its implementation (HOSTRT_CHECK); device_count() never throws.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
 
 #include <cstddef>
@@ -25,9 +26,16 @@ enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 // Name of the runtime behind this build ("host", "cuda", ...).
 const char* platform_name() noexcept;
 
-// True when device memory is ordinary host-addressable memory (the emulated
-// host runtime): kernels written for the CPU may then run on it in place.
-bool device_memory_is_host_addressable() noexcept;
+// The device type whose PyTorch kernels run on this runtime's memory in place:
+// CPU for the host runtime (its device memory is host memory), CUDA for cuda.
+c10::DeviceType kernel_device_type() noexcept;
+// Whether the kernel device type's allocator hands out this runtime's device
+// memory (cuda: one pool), so kernel results are adopted instead of copied.
+bool kernel_outputs_are_device_memory() noexcept;
+
+// A new random generator of the kernel device type for flagos device `device`
+// (the engine of a flagos generator, see FlagosGenerator.h).
+at::Generator create_generator_engine(c10::DeviceIndex device);
 
 // Number of devices; 0 when the runtime is unusable (see configuration_error()).
 c10::DeviceIndex device_count() noexcept;

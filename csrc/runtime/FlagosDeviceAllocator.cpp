@@ -240,6 +240,10 @@ FlagosDeviceAllocator& device_allocator() {
   return allocator;
 }
 
+c10::DataPtr adopt_kernel_allocation(const c10::Storage& /*kernel_storage*/, c10::DeviceIndex /*device*/) {
+  TORCH_CHECK(false, "the host runtime copies kernel results; it cannot adopt their memory");
+}
+
 void resize_storage(const c10::Storage& storage, size_t new_bytes) {
   TORCH_CHECK(storage.resizable(), "cannot resize a flagos storage that is not resizable");
   auto fresh = device_allocator().allocate_on(storage.device().index(), new_bytes);

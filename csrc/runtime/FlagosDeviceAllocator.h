@@ -34,6 +34,10 @@ class FlagosDeviceAllocator final : public c10::DeviceAllocator {
 
 FlagosDeviceAllocator& device_allocator();
 
+// A flagos allocation on `device` that shares (and keeps alive) the memory of
+// a kernel's storage; only where runtime::kernel_outputs_are_device_memory().
+c10::DataPtr adopt_kernel_allocation(const c10::Storage& kernel_storage, c10::DeviceIndex device);
+
 // Gives `storage` a new block of `new_bytes` on its device, keeping the first
 // min(old, new) bytes (torch's resize_ and untyped_storage().resize_()).
 void resize_storage(const c10::Storage& storage, size_t new_bytes);

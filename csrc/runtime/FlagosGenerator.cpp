@@ -7,16 +7,16 @@
 
 namespace torch_fl {
 
-FlagosGenerator::FlagosGenerator(c10::DeviceIndex device, uint64_t seed)
+FlagosGenerator::FlagosGenerator(c10::DeviceIndex device)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      engine_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+      engine_(runtime::create_generator_engine(device)) {}
 
 // The engine's own mutex guards its state: kernels lock it while drawing, and
 // the Python accessors of this generator lock it here.
-#define FLAGOS_WITH_ENGINE(body)                              \
-  auto* engine = engine_.get<at::CPUGeneratorImpl>();        \
-  std::lock_guard<std::mutex> engine_lock(engine->mutex_);  \
+#define FLAGOS_WITH_ENGINE(body)                             \
+  auto* engine = engine_.unsafeGetGeneratorImpl();          \
+  std::lock_guard<std::mutex> engine_lock(engine->mutex_); \
   body
 
 void FlagosGenerator::set_current_seed(uint64_t seed) { FLAGOS_WITH_ENGINE(engine->set_current_seed(seed);) }

@@ -1,19 +1,19 @@
 // Per-device random number generators.
 //
 // A flagos generator carries the device (so torch.Generator("flagos"),
-// get_rng_state and manual_seed address it) and owns a CPU Philox/MT engine
-// that does the work: the host provider runs PyTorch's CPU kernels, which only
-// accept CPU generators, so the boxing layer hands them engine().
+// get_rng_state and manual_seed address it) and owns an engine: a generator of
+// the runtime's kernel device type (a CPU generator on the host platform, a
+// CUDA generator on the cuda platform), because PyTorch's kernels accept only
+// generators of their own device type; the boxing layer hands them engine().
 #pragma once
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 
 namespace torch_fl {
 
 class FlagosGenerator final : public c10::GeneratorImpl {
  public:
-  explicit FlagosGenerator(c10::DeviceIndex device, uint64_t seed = c10::default_rng_seed_val);
+  explicit FlagosGenerator(c10::DeviceIndex device);
 
   void set_current_seed(uint64_t seed) override;
   void set_offset(uint64_t offset) override;
@@ -24,7 +24,7 @@ class FlagosGenerator final : public c10::GeneratorImpl {
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
-  // The CPU generator that CPU kernels draw from on behalf of this generator.
+  // The kernel device's generator that kernels draw from on behalf of this one.
   at::Generator engine() const { return engine_; }
 
  private:

@@ -1,5 +1,7 @@
 // The runtime interface (DeviceRuntime.h) over the emulated host runtime.
 #include "runtime/DeviceRuntime.h"
+
+#include <ATen/CPUGeneratorImpl.h>
 #include "runtime/host/flagos_hostrt.h"
 
 // A bad FLAGOS_HOST_* setting makes every call fail; the message then says
@@ -29,7 +31,14 @@ hostrtMemcpyKind to_hostrt(CopyKind kind) {
 
 const char* platform_name() noexcept { return "host"; }
 
-bool device_memory_is_host_addressable() noexcept { return true; }
+c10::DeviceType kernel_device_type() noexcept { return c10::DeviceType::CPU; }
+
+// CPU kernels allocate ordinary host memory, which this runtime does not track.
+bool kernel_outputs_are_device_memory() noexcept { return false; }
+
+at::Generator create_generator_engine(c10::DeviceIndex /*device*/) {
+  return at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val);
+}
 
 c10::DeviceIndex device_count() noexcept {
   int count = 0;
