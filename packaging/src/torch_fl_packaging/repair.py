@@ -182,7 +182,7 @@ def repair(config: Config, staged: Staged, patcher: ElfPatcher,
             staged.origins[rel] = Origin("grafted", str(src))
             result.grafted[rel] = str(src)
         # Grafted libraries may need one another: point them at each other.
-        for soname, new_name in renamed.items():
+        for new_name in renamed.values():
             dest = libs_dir / new_name
             patcher.set_soname(dest, new_name)
             deps = [n for n in read_elf(dest).needed if n in renamed]

@@ -23,7 +23,7 @@ from .elf_patch import ElfPatcher
 from .elf_read import is_elf, read_elf
 from .errors import BundleError
 
-__all__ = ["Staged", "Origin", "bundle", "unpack_wheel", "SOURCE_LIB_DIR"]
+__all__ = ["SOURCE_LIB_DIR", "Origin", "Staged", "bundle", "unpack_wheel"]
 
 _CHUNK = 1 << 20
 #: Where torch's libraries sit in a torch wheel and below site-packages.
