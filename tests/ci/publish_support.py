@@ -159,6 +159,8 @@ class PyPIServer:
     username: str = "publisher"
     password: str = "s3cret-Pa55-for-tests"
     port: int = 0
+    hash_algo: str = "sha256"
+    """What the simple page's link fragments carry (``md5``, or ``off`` for none)."""
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
 
@@ -207,7 +209,7 @@ class PyPIServer:
                         "update,list,download",
                         "--disable-fallback",
                         "--hash-algo",
-                        "sha256",
+                        self.hash_algo,
                         str(self.packages),
                     ],
                     stdout=log,

@@ -193,3 +193,24 @@ def test_lane_fills_the_url(pypi: PyPIServer, wheels: list[Path]) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.json["repository_url"] == pypi.url + "host/"
+
+
+@pytest.mark.parametrize("hash_algo", ["md5", "off"])
+def test_index_without_sha256_is_checked_by_download(tmp_path: Path, hash_algo: str) -> None:
+    server = PyPIServer(tmp_path / "index", hash_algo=hash_algo)
+    server.start()
+    try:
+        original = make_wheel(tmp_path / "a", salt="one", payload_size=100_000)
+        done = run_publish(args_for(server.url, [original]), publish_env(server))
+        assert done.returncode == 0, done.stderr
+        (entry,) = done.json["files"]
+        assert entry["verified"] and entry["index_sha256"] == sha256_file(original)
+
+        again = run_publish(args_for(server.url, [original]), publish_env(server))
+        assert again.returncode == 0 and again.json["files"][0]["status"] == "present"
+
+        changed = make_wheel(tmp_path / "b", salt="two", payload_size=100_000)
+        refused = run_publish(args_for(server.url, [changed]), publish_env(server))
+        assert refused.returncode == 1 and refused.json["files"][0]["status"] == "refused"
+    finally:
+        server.stop()

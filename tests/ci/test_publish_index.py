@@ -150,3 +150,18 @@ def test_verification_after_upload(tmp_path: Path, listing: str, status: str, de
     outcome = upload.Outcome(wheel, upload.Status.UPLOADED, "", 1, wheel.sha256)
     publish._verify([outcome], _Listing(files[listing]), upload.RetryPolicy(attempts=1), lambda _: None)  # type: ignore[arg-type]
     assert (outcome.status.value, outcome.detail, outcome.verified) == (status, detail, listing == "once")
+
+
+def test_keyring_is_asked_only_without_a_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[str, str]] = []
+
+    def fake_keyring(service: str, username: str) -> str | None:
+        asked.append((service, username))
+        return "from-keyring"
+
+    monkeypatch.setattr(credentials, "_from_keyring", fake_keyring)
+    found = credentials.resolve("https://idx.example/host/", {"TORCH_FL_PUBLISH_USERNAME": "ci"})
+    assert found is not None and (found.username, found.source) == ("ci", "keyring")
+    assert asked == [("https://idx.example/host/", "ci")]
+    assert credentials.resolve("https://idx.example/", {"TWINE_PASSWORD": "t"}).source == "TWINE_PASSWORD"  # type: ignore[union-attr]
+    assert len(asked) == 1
