@@ -28,6 +28,9 @@ fi
 if [ -n "${GITHUB_PATH:-}" ]; then echo "$venv/bin" >> "$GITHUB_PATH"; fi
 
 # Reproducible: the wheel's timestamps are the tagged commit's.
-SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || echo 315532800)
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+  SOURCE_DATE_EPOCH=$(git -C "$repo" log -1 --format=%ct 2>/dev/null) \
+    || die "cannot read the commit time for SOURCE_DATE_EPOCH (no git checkout) — install git in the image or set SOURCE_DATE_EPOCH"
+fi
 export SOURCE_DATE_EPOCH
 "$venv/bin/torch-fl-build" --platform "$platform" --out "$dist"
