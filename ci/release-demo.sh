@@ -12,7 +12,7 @@ wheel=$(one_wheel)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "python$python_version" -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install "${torch_pip_args[@]}" "torch==$torch_version"
+"$work/venv/bin/python" -m pip install ${torch_pip_args[@]+"${torch_pip_args[@]}"} "torch==$torch_version"
 # The wheel's other requirements (the CUDA runtime packages, ...) come from the default index.
 "$work/venv/bin/python" -m pip install "$wheel"
 cd "$work"
