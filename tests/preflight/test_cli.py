@@ -291,3 +291,9 @@ def test_require_sdk(host_wheel: Path, target_python: str) -> None:
     assert code == 1 and _status(doc)["host.sdk"] == "fail"
     code, doc = _json(["--wheel", str(host_wheel), "--python", target_python, "--require-sdk", "--sdk-version", "1.0"])
     assert code == 0 and _status(doc)["host.sdk"] == "warn"  # known now, but the wheel records none to compare
+
+
+def test_several_wheels_one_verdict(host_wheel: Path, natives: B.Natives, target_python: str, tmp_path: Path) -> None:
+    other = B.write_wheel(tmp_path, B.WheelSpec(B.host_wheel_files(natives), tag="cp38-cp38-manylinux_2_28_x86_64"))
+    code, doc = _json(["--wheel", str(host_wheel), str(other), "--python", target_python])
+    assert code == 1 and [s["ok"] for s in doc["subjects"]] == [True, False]

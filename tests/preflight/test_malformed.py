@@ -84,10 +84,30 @@ def symlink_member(good: Path, natives: B.Natives, out: Path) -> Path:
     return _add_member(good, out, info, b"/lib/x86_64-linux-gnu/libc.so.6")
 
 
-def zip_bomb(good: Path, natives: B.Natives, out: Path) -> Path:
+def zip_bomb(good: Path, natives: B.Natives, out: Path, size: int = 64 << 20) -> Path:
     info = zipfile.ZipInfo("torch_fl/zeros.bin")
     info.compress_type = zipfile.ZIP_DEFLATED
-    return _add_member(good, out, info, bytes(64 << 20))
+    return _add_member(good, out, info, bytes(size))
+
+
+def lying_size(good: Path, natives: B.Natives, out: Path) -> Path:
+    """A member whose headers claim 1000 bytes while its stream inflates to 32 MB."""
+    p = zip_bomb(good, natives, out, size=32 << 20)
+    raw = bytearray(p.read_bytes())
+    name = b"torch_fl/zeros.bin"
+    at = 0
+    while True:
+        at = raw.find(b"PK\x01\x02", at)
+        assert at >= 0
+        n_len = struct.unpack_from("<H", raw, at + 28)[0]
+        if raw[at + 46 : at + 46 + n_len] == name:
+            struct.pack_into("<I", raw, at + 24, 1000)  # uncompressed size, central directory
+            local = struct.unpack_from("<I", raw, at + 42)[0]
+            struct.pack_into("<I", raw, local + 22, 1000)  # and in the local header
+            break
+        at += 4
+    p.write_bytes(bytes(raw))
+    return p
 
 
 def so_not_elf(good: Path, natives: B.Natives, out: Path) -> Path:
@@ -159,6 +179,7 @@ CASES: dict[str, tuple[Maker, str]] = {
     "backslash-member": (_named("torch_fl\\..\\x"), "not a plain relative path"),
     "symlink-member": (symlink_member, "symlink"),
     "zip-bomb": (zip_bomb, "zip bomb"),
+    "lying-size": (lying_size, "inflates past its declared"),
     "so-not-elf": (so_not_elf, "not ELF"),
     "truncated-elf": (truncated_elf, "past the end|truncated"),
     "dynamic-offsets-outside": (dynamic_offsets_outside, "outside the file"),

@@ -165,10 +165,14 @@ class WheelArchive:
             h.update(chunk)
             return zlib.crc32(chunk, crc)
 
+        declared = self._zip.getinfo(name).file_size
         for chunk in self._inflate(name):
             if pending is not None:
                 crc = pending.result()
             n += len(chunk)
+            if n > declared:  # a header that understates the size: stop before inflating the rest
+                raise WheelError(f"member {name!r} inflates past its declared {declared} bytes",
+                                 "refusing a likely zip bomb; the wheel is damaged or hostile")
             pending = _hasher().submit(absorb, chunk, crc) if len(chunk) >= PARALLEL_MIN else None
             if pending is None:
                 crc = absorb(chunk, crc)
