@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -286,6 +287,8 @@ class FaultProxy:
     faults: list[Fault] = field(default_factory=list)
     port: int = 0
     requests: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, what happened)
+    tls: ssl.SSLContext | None = None
+    """Serve HTTPS to the client (the server behind stays plain HTTP)."""
     _listener: socket.socket | None = None
     _threads: list[threading.Thread] = field(default_factory=list)
     _closing: threading.Event = field(default_factory=threading.Event)
@@ -293,7 +296,7 @@ class FaultProxy:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/"
 
     def start(self) -> None:
         self._listener = socket.socket()
@@ -356,6 +359,8 @@ class FaultProxy:
         upstream: socket.socket | None = None
         try:
             client.settimeout(30)
+            if self.tls is not None:
+                client = self.tls.wrap_socket(client, server_side=True)
             head, body = self._read_head(client)
             if not head:
                 return
@@ -439,8 +444,10 @@ class FaultProxy:
 
 
 @contextlib.contextmanager
-def fault_proxy(upstream_port: int, faults: list[Fault], stall_seconds: float = 5.0) -> Iterator[FaultProxy]:
-    proxy = FaultProxy(upstream_port, stall_seconds=stall_seconds, faults=faults)
+def fault_proxy(
+    upstream_port: int, faults: list[Fault], stall_seconds: float = 5.0, tls: ssl.SSLContext | None = None
+) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(upstream_port, stall_seconds=stall_seconds, faults=faults, tls=tls)
     proxy.start()
     try:
         yield proxy
