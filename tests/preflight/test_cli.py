@@ -297,3 +297,15 @@ def test_several_wheels_one_verdict(host_wheel: Path, natives: B.Natives, target
     other = B.write_wheel(tmp_path, B.WheelSpec(B.host_wheel_files(natives), tag="cp38-cp38-manylinux_2_28_x86_64"))
     code, doc = _json(["--wheel", str(host_wheel), str(other), "--python", target_python])
     assert code == 1 and [s["ok"] for s in doc["subjects"]] == [True, False]
+
+
+@pytest.mark.parametrize(("floors", "status"), [
+    ({"glibc": "2.17", "glibcxx": "3.4.19"}, "pass"),
+    ({"glibc": "2.99", "glibcxx": None}, "fail"),
+    ({"glibc": "2.17", "glibcxx": "9.9"}, "fail"),
+])
+def test_floors_against_this_host(natives: B.Natives, target_python: str, tmp_path: Path,
+                                  floors: dict[str, Any], status: str) -> None:
+    whl = B.write_wheel(tmp_path, B.WheelSpec(B.host_wheel_files(natives), manifest_extra={"floors": floors}))
+    _code, doc = _json(["--wheel", str(whl), "--python", target_python])
+    assert _status(doc)["host.floors"] == status, _finding(doc, "host.floors")

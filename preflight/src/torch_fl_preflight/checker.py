@@ -124,6 +124,7 @@ def _host_and_gates(
 ) -> None:
     host_checks.check_tags(host, tags, report)
     model = elf_gates.LoaderModel(host, members, manifest)
+    host_checks.check_floors(host, manifest, model, report)
     host_checks.check_torch_install(host, manifest, model, opts.host, report)
     host_checks.check_runtime_dirs(host, manifest, report)
     host_checks.check_sdk(host, manifest, opts.host, report)

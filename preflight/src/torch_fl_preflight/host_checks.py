@@ -44,6 +44,49 @@ def check_tags(host: HostEnv, wheel_tags: frozenset[str], report: SubjectReport)
         )
 
 
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def _highest(verdef: tuple[str, ...], prefix: str) -> str | None:
+    found = [
+        v[len(prefix) :]
+        for v in verdef
+        if v.startswith(prefix) and v[len(prefix) :].replace(".", "").isdigit()
+    ]
+    return max(found, key=_vkey) if found else None
+
+
+def check_floors(host: HostEnv, manifest: dict[str, Any], model: LoaderModel, report: SubjectReport) -> None:
+    """The manifest's glibc/libstdc++ floors against the host's libc.so.6 and libstdc++.so.6.
+
+    The ELF gate elf.versions checks each required version; this is the one-line summary a
+    person reads first ("glibc 2.27 here, the wheel needs 2.28")."""
+    floors = manifest["floors"]
+    problems, have = [], []
+    for key, soname, prefix in (("glibc", "libc.so.6", "GLIBC_"), ("glibcxx", "libstdc++.so.6", "GLIBCXX_")):
+        need = floors.get(key)
+        if not need:
+            continue
+        path = next(iter(model.cache.get(soname, [])), None)
+        info = model.info(path) if path else None
+        top = _highest(info.verdef, prefix) if info else None
+        if top is None:
+            problems.append(f"{soname} not found on this host (the wheel needs {prefix}{need})")
+        elif _vkey(top) < _vkey(need):
+            problems.append(f"{soname} provides up to {prefix}{top}, the wheel needs {prefix}{need}")
+        else:
+            have.append(f"{prefix}{top} >= {prefix}{need}")
+    if problems:
+        report.fail(
+            "host.floors",
+            "; ".join(problems),
+            "use a newer distribution (or a wheel built for an older manylinux tag)",
+        )
+    else:
+        report.ok("host.floors", ", ".join(have) or "the wheel records no glibc/libstdc++ floor")
+
+
 def torch_cxx11_abi(model: LoaderModel) -> bool | None:
     """The installed torch's C++ ABI, from libc10.so's exported names.
 

@@ -171,8 +171,10 @@ class WheelArchive:
                 crc = pending.result()
             n += len(chunk)
             if n > declared:  # a header that understates the size: stop before inflating the rest
-                raise WheelError(f"member {name!r} inflates past its declared {declared} bytes",
-                                 "refusing a likely zip bomb; the wheel is damaged or hostile")
+                raise WheelError(
+                    f"member {name!r} inflates past its declared {declared} bytes",
+                    "refusing a likely zip bomb; the wheel is damaged or hostile",
+                )
             pending = _hasher().submit(absorb, chunk, crc) if len(chunk) >= PARALLEL_MIN else None
             if pending is None:
                 crc = absorb(chunk, crc)
