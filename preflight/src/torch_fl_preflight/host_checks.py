@@ -126,15 +126,17 @@ def check_torch_install(
     if not req.specifier.contains(have, prereleases=True):
         problems.append(f"installed torch {have} does not satisfy {req}")
     kind = manifest["bundle"]["kind"]
+    built_git = t.get("git_version")  # absent: that torch recorded none
     if (
         kind in PINNING_KINDS
         and is_exact_pin(req.specifier)
         and host.torch.git_version
-        and host.torch.git_version != t["git_version"]
+        and built_git
+        and host.torch.git_version != built_git
     ):
         problems.append(
             f"installed torch is git {host.torch.git_version[:12]}, the bundled libraries were built "
-            f"from {t['git_version'][:12]}"
+            f"from {built_git[:12]}"
         )
     abi = torch_cxx11_abi(model)
     if abi is not None and abi != t["cxx11_abi"]:
@@ -148,8 +150,8 @@ def check_torch_install(
     if opts.check_build_env:
         if str(have) != str(built):
             problems.append(f"build environment torch {have} is not {built}")
-        if host.torch.git_version != t["git_version"]:
-            problems.append(f"build environment torch git {host.torch.git_version} is not {t['git_version']}")
+        if built_git and host.torch.git_version != built_git:
+            problems.append(f"build environment torch git {host.torch.git_version} is not {built_git}")
     if problems:
         report.fail(
             "host.torch", "; ".join(problems), f"install {req} from the index the wheel's platform uses"
