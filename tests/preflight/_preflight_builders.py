@@ -255,6 +255,17 @@ def make_target_env(root: Path, torch_lib: Path | None, torch_version: str = TOR
     return py
 
 
+def real_wheels() -> list[Path]:
+    """The project's own wheels, when the environment names them: FLAGOS_TEST_WHEEL (one file) and
+    FLAGOS_TEST_WHEEL_DIR (every torch_fl-*.whl there, e.g. ci/build-wheel's dist/)."""
+    out: list[Path] = []
+    if os.environ.get("FLAGOS_TEST_WHEEL"):
+        out.append(Path(os.environ["FLAGOS_TEST_WHEEL"]))
+    if os.environ.get("FLAGOS_TEST_WHEEL_DIR"):
+        out += sorted(Path(os.environ["FLAGOS_TEST_WHEEL_DIR"]).glob("torch_fl-*.whl"))
+    return out
+
+
 def run_preflight(args: list[str], python: str | None = None, env: dict[str, str] | None = None,
                   timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the command as a user would: a fresh process."""

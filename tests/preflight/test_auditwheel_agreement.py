@@ -69,16 +69,17 @@ def test_external_libraries_agree_with_auditwheel(host_wheel: Path, target_pytho
     assert set(theirs) == {"libtorch_cpu.so", "libc10.so"}  # the comparison is not vacuous
 
 
-def test_real_torch_fl_wheel_agrees_with_auditwheel() -> None:
-    """Runs on the lead's wheel: FLAGOS_TEST_WHEEL=dist/torch_fl-2.13.0+host-*.whl, against this
-    interpreter's torch (ci/test installs torch 2.13.0+cpu). Skipped without it."""
-    wheel = os.environ.get("FLAGOS_TEST_WHEEL")
-    if not wheel:
-        pytest.skip("set FLAGOS_TEST_WHEEL to a torch_fl wheel to run this")
+def test_real_torch_fl_wheels_agree_with_auditwheel() -> None:
+    """Runs on the project's wheels (FLAGOS_TEST_WHEEL / FLAGOS_TEST_WHEEL_DIR), against this
+    interpreter's torch (ci/test installs torch 2.13.0+cpu). Skipped without them."""
+    wheels = B.real_wheels()
+    if not wheels:
+        pytest.skip("set FLAGOS_TEST_WHEEL or FLAGOS_TEST_WHEEL_DIR to the torch_fl wheels to run this")
     try:
         import importlib.metadata as md
 
         torch_dir = md.distribution("torch").locate_file("torch")
     except md.PackageNotFoundError:
         pytest.skip("torch is not installed in this interpreter")
-    external_agreement(Path(wheel), sys.executable, str(Path(str(torch_dir)) / "lib"))
+    for wheel in wheels:
+        external_agreement(wheel, sys.executable, str(Path(str(torch_dir)) / "lib"))

@@ -3,7 +3,6 @@ wheels against another interpreter's environment with --python, as a pipx instal
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -75,12 +74,14 @@ def test_wheel_for_another_python_fails_the_tag_check(fresh_preflight: Path, nat
     assert r.returncode == 1 and "FAIL host.tags" in r.stdout
 
 
-def test_real_host_wheel_from_a_fresh_environment(fresh_preflight: Path) -> None:
-    """The lead's host wheel (FLAGOS_TEST_WHEEL=dist/torch_fl-2.13.0+host-*.whl) against the interpreter
-    running the tests, which ci/test gives torch 2.13.0+cpu. Skipped when the variable is not set."""
-    wheel = os.environ.get("FLAGOS_TEST_WHEEL")
-    if not wheel:
-        pytest.skip("set FLAGOS_TEST_WHEEL to the torch_fl host wheel to run this")
-    r = subprocess.run([_cli(fresh_preflight), "--wheel", wheel, "--python", sys.executable],
-                       capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stdout + r.stderr
+def test_real_wheels_from_a_fresh_environment(fresh_preflight: Path) -> None:
+    """The project's wheels (FLAGOS_TEST_WHEEL=dist/torch_fl-2.13.0+host-*.whl and/or
+    FLAGOS_TEST_WHEEL_DIR=dist) against the interpreter running the tests, which ci/test gives
+    torch 2.13.0+cpu: host and host-forked must pass. Skipped when neither variable is set."""
+    wheels = B.real_wheels()
+    if not wheels:
+        pytest.skip("set FLAGOS_TEST_WHEEL or FLAGOS_TEST_WHEEL_DIR to the torch_fl wheels to run this")
+    for wheel in wheels:
+        r = subprocess.run([_cli(fresh_preflight), "--wheel", str(wheel), "--python", sys.executable],
+                           capture_output=True, text=True, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
