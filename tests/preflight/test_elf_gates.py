@@ -89,3 +89,38 @@ def test_runtime_directories_rerooted_under_the_sdk_root() -> None:
     assert runtime_directories(m, {}) == ["/opt/maca/lib", "/opt/maca/mxgpu_llvm/lib", "/usr/local/other"]
     assert runtime_directories(m, {"MACA_PATH": "/home/u/maca", "OTHER_DIR": "/x"}) == [
         "/home/u/maca/lib", "/home/u/maca/mxgpu_llvm/lib", "/x"]
+
+
+def test_versioned_reference_binds_to_the_base_version(tmp_path: Path) -> None:
+    """libuser was linked against a libx whose bar was bar@V1; the libx it meets at run time still
+    defines version V1 but exports bar at the base version. glibc keeps the base version out of
+    version matching and binds the reference (dl-version.c), and so do we."""
+    link = tmp_path / "link"
+    B.cc(link / "libx.so", "int foo(void){return 1;}\nint bar(void){return 2;}\n", soname="libx.so",
+         version_script="V1 { global: foo; bar; local: *; };\n")
+    run = tmp_path / "run"
+    B.cc(run / "libx.so", "int foo(void){return 1;}\nint bar(void){return 2;}\n", soname="libx.so",
+         version_script="V1 { global: foo; };\n")
+    user = B.cc(tmp_path / "libuser.so", "extern int bar(void);\nint u(void){return bar();}\n", soname="libuser.so",
+                libs=["libx.so"], libdirs=[link], rpath=["$ORIGIN/run"])
+    refs = {(r.name, r.version) for r in read_elf_file(str(user)).undefined}
+    assert ("bar", "V1") in refs
+    verdict = _gates([user])
+    assert verdict["elf.versions"] == "pass"
+    assert _real_loader_accepts(user)
+    assert verdict["elf.symbols"] == "pass"
+
+
+def test_versioned_reference_does_not_bind_to_another_version(tmp_path: Path) -> None:
+    """bar@V1 at link time, bar@V2 at run time (V1 still defined, for foo): the loader refuses."""
+    link = tmp_path / "link"
+    B.cc(link / "libx.so", "int foo(void){return 1;}\nint bar(void){return 2;}\n", soname="libx.so",
+         version_script="V1 { global: foo; bar; local: *; };\n")
+    run = tmp_path / "run"
+    B.cc(run / "libx.so", "int foo(void){return 1;}\nint bar(void){return 2;}\n", soname="libx.so",
+         version_script="V1 { global: foo; local: *; };\nV2 { global: bar; } V1;\n")
+    user = B.cc(tmp_path / "libuser.so", "extern int bar(void);\nint u(void){return bar();}\n", soname="libuser.so",
+                libs=["libx.so"], libdirs=[link], rpath=["$ORIGIN/run"])
+    verdict = _gates([user])
+    assert not _real_loader_accepts(user)
+    assert verdict["elf.versions"] == "pass" and verdict["elf.symbols"] == "fail"

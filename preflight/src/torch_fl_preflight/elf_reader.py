@@ -558,6 +558,9 @@ def _read_symbols(
                 SymbolRef(name, ref[0] if ref else None, ref[1] if ref else None, bind == STB_WEAK)
             )
         elif (st_other & 3) in (STV_DEFAULT, STV_PROTECTED):
+            # Index 1 is the base (global) version: glibc leaves it out of the names a versioned
+            # reference is compared with, so such a reference binds to it as to an unversioned
+            # definition (dl-version.c skips VER_FLG_BASE; dl-lookup.c, check_match).
             vname = vd_names.get(idx) if idx >= 2 else None
             if vname is not None and vs & VERSYM_HIDDEN:
                 vname = "!" + vname
