@@ -126,7 +126,22 @@ def host_from_probe(data: dict[str, Any]) -> HostEnv:
             glibc=(int(m.group(1)), int(m.group(2))) if m else None,
             prefix=data["prefix"],
             platlib=data["platlib"],
-            site_dirs=tuple(dict.fromkeys([data["platlib"], data["purelib"], *data["site_dirs"]])),
+            # sys.path's site directories too: a venv with --system-site-packages, or user site,
+            # may hold torch or the nvidia-* packages outside the venv's own prefix.
+            site_dirs=tuple(
+                dict.fromkeys(
+                    [
+                        data["platlib"],
+                        data["purelib"],
+                        *data["site_dirs"],
+                        *(
+                            p
+                            for p in data["sys_path"]
+                            if p.rstrip("/").endswith(("site-packages", "dist-packages"))
+                        ),
+                    ]
+                )
+            ),
             distributions=dists,
             torch=TorchInstall(torch["version"], torch["location"], torch["lib"], torch.get("git_version"))
             if torch
