@@ -211,7 +211,11 @@ def _view_key(pkg: str, manifest: dict, torch_dir: str, version: str | None, lin
     material = {
         "format": _VIEW_FORMAT, "torch": torch_dir, "torch_version": version, "pkg": os.path.realpath(pkg),
         "manifest": manifest["x-sha256"], "links": links,
-        "stats": {rel: sig(target) for rel, target in links.items() if rel.startswith("torch/lib/")},
+        # The installed torch's libraries (also those the view replaces) and the bundled ones.
+        "stock": {name: sig(os.path.join(torch_dir, "lib", name))
+                  for name in (os.listdir(os.path.join(torch_dir, "lib"))
+                               if os.path.isdir(os.path.join(torch_dir, "lib")) else ())},
+        "targets": {rel: sig(target) for rel, target in links.items() if rel.startswith("torch/lib/")},
         "version_py": sig(os.path.join(torch_dir, "version.py")),
     }
     return _sha256_bytes(json.dumps(material, sort_keys=True).encode())[:32]

@@ -246,7 +246,7 @@ void warn_unavailable_once(const c10::OperatorHandle& op, const Route& route) {
   std::lock_guard<std::mutex> lock(mutex);
   if (!warned.insert(name).second) return;
   TORCH_WARN("flagos: provider '", provider_name(route.requested), "' cannot run ", name,
-             " in this build; falling back to provider '", provider_name(route.effective),
+             " here; falling back to provider '", provider_name(route.effective),
              "' (set FLAGOS_OP_<op> or the routing file to choose another provider)");
 }
 

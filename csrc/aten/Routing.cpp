@@ -166,7 +166,11 @@ Route route_for(const c10::OperatorHandle& op) {
   const auto& name = op.schema().operator_name();
   const std::string base = strip_namespace(name.name);
   const std::string full = name.overload_name.empty() ? base : base + "." + name.overload_name;
-  const Route route = resolve(full, base, &op.schema());
+  Route route = resolve(full, base, &op.schema());
+  // An op without a CUDA kernel cannot take the cuda provider: explicit CPU fallback.
+  if (route.effective == Provider::Cuda && !op.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA)) {
+    route.effective = Provider::Cpu;
+  }
   cache[key] = Cached{now, route};
   return route;
 }

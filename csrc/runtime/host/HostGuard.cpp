@@ -2,7 +2,7 @@
 
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
-#include "runtime/FlagosStream.h"
+#include "runtime/host/HostStreams.h"
 
 namespace torch_fl {
 

@@ -1,4 +1,4 @@
-#include "runtime/FlagosStream.h"
+#include "runtime/host/HostStreams.h"
 
 #include <array>
 #include <atomic>

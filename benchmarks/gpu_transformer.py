@@ -1,0 +1,72 @@
+"""Training step of a 12-layer nn.TransformerEncoder on the GPU: flagos against native cuda.
+
+d_model 1024, 16 heads, feed-forward 4096, batch 8 x 512 tokens, bf16 autocast,
+AdamW.  Median step time over 10 steps after 3 warm-up steps, tokens/s, and the
+peak memory of each run (the two runs share one CUDA caching allocator; peaks are
+reset and the cache emptied between them).  Goals: flagos >= 0.90 of native
+tokens/s, peak memory <= 1.05 of native.
+
+    python benchmarks/gpu_transformer.py [--out gpu_transformer.json]
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import time
+
+import torch
+from _gpu_common import emit, parser, require_flagos
+
+BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
+
+
+def run(device: str, steps: int = 10, warmup: int = 3) -> dict[str, float]:
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, FF, dropout=0.1, batch_first=True, norm_first=True)
+    model = torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(BATCH, SEQ, D_MODEL, device=device)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for step in range(warmup + steps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = model(x).float().square().mean()
+        loss.backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+        if step >= warmup:
+            times.append(time.perf_counter() - start)
+    step_s = statistics.median(times)
+    peak = torch.cuda.max_memory_allocated()
+    del model, optimizer, x, layer
+    gc.collect()
+    torch.cuda.empty_cache()
+    return {"step_ms": round(step_s * 1000, 2), "tokens_per_s": round(BATCH * SEQ / step_s, 1),
+            "peak_memory_mib": round(peak / 2**20, 1), "last_loss": round(loss.item(), 5)}
+
+
+def main() -> int:
+    args = parser(__doc__.splitlines()[0]).parse_args()
+    require_flagos()
+    native = run("cuda")
+    flagos = run("flagos")
+    return emit({
+        "benchmark": "gpu_transformer",
+        "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
+                   "autocast": "bfloat16", "optimizer": "AdamW"},
+        "native": native, "flagos": flagos,
+        "throughput_ratio": round(flagos["tokens_per_s"] / native["tokens_per_s"], 4),
+        "peak_memory_ratio": round(flagos["peak_memory_mib"] / native["peak_memory_mib"], 4),
+        "goals": {"min_throughput_ratio": 0.90, "max_peak_memory_ratio": 1.05},
+    }, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
