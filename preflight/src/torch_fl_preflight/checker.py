@@ -26,10 +26,16 @@ INSTALLED_DIST = "torch_fl"
 
 @dataclass(frozen=True)
 class Options:
+    """What to check, filled from the command line (main.build_parser)."""
+
     platform: str | None = None
+    """--platform: the platform the wheel must have been built for."""
     release: bool = False
+    """--release: provenance (SDK, vendor torch, companions) is required, not only reported."""
     host: host_checks.HostOptions = field(default_factory=host_checks.HostOptions)
+    """How strictly the target environment is compared with what the wheel records."""
     gates: bool = True
+    """Run the ELF load gates (--no-elf-gates turns them off)."""
 
 
 def facts_of(manifest: dict[str, Any]) -> dict[str, Any]:

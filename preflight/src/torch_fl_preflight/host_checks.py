@@ -21,11 +21,18 @@ MAX_VERSION_FILE = 1 << 16
 
 @dataclass(frozen=True)
 class HostOptions:
+    """How the target environment is held against the wheel's record."""
+
     sdk_version: str | None = None
+    """--sdk-version: the SDK version on the target; otherwise read from the SDK tree."""
     require_sdk: bool = False
+    """--require-sdk: an SDK version that cannot be determined fails host.sdk."""
     strict_tested: bool = False
+    """--strict-tested: another torch release or SDK version than the tested one fails."""
     check_installed: bool = False
+    """--check-installed: every Requires-Dist must be installed (and, --installed, match RECORD)."""
     check_build_env: bool = False
+    """--check-build-env: the target's torch must be the very build the wheel was compiled against."""
 
 
 def check_tags(host: HostEnv, wheel_tags: frozenset[str], report: SubjectReport) -> None:
