@@ -102,3 +102,27 @@ def test_manifest_parser_on_mutated_manifest(data: st.DataObject, tmp_path: Path
         parse_manifest(json.dumps(doc).encode(), "fuzz.json")
     except ManifestError:
         pass
+
+
+@pytest.mark.compile
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_mutated_wheel_never_crashes(host_wheel: Path, tmp_path_factory: pytest.TempPathFactory,
+                                     data: st.DataObject) -> None:
+    """Whatever bytes a wheel holds, the command ends with 0, 1 or 2, never a traceback."""
+    import contextlib
+    import io as _io
+
+    from torch_fl_preflight.main import main
+
+    raw = bytearray(host_wheel.read_bytes())
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.integers(0, 255))
+    path = tmp_path_factory.mktemp("fuzzwheel") / host_wheel.name
+    path.write_bytes(bytes(raw))
+    err = _io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(_io.StringIO()):
+        code = main(["--wheel", str(path)])
+    assert code in (0, 1, 2)
+    assert "Traceback" not in err.getvalue()
