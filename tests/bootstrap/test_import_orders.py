@@ -1,0 +1,170 @@
+"""Every import order, for the host wheel and the host-forked STAND-IN wheel, each in a fresh stock-torch venv.
+
+After the imports, ``/proc/self/maps`` of the process that did them must show
+the wheel's libraries (forked: the bundled core libraries, and not one of the
+stock torch/lib copies), the flagos device must compute, and no file of the
+installed torch may have changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Venv, torch_tree_hashes
+
+pytestmark = [pytest.mark.wheel, pytest.mark.compile, pytest.mark.slow]
+
+_PROBE = r'''
+import json, os, sys
+
+def probe():
+    import torch
+    x = torch.ones(2, 3, device="flagos")
+    total = (x + x).sum().item()
+    maps = sorted({line.split(None, 5)[5].strip() for line in open("/proc/self/maps")
+                   if line.count(" ") >= 5 and ".so" in line})
+    return {"torch_file": torch.__file__, "sum": total, "device": str(x.device), "maps": maps, "pid": os.getpid()}
+
+def child(queue):
+    queue.put(probe())
+'''
+
+ORDERS = {
+    "import torch alone": "print(json.dumps(probe()))",
+    "torch_fl then torch": "import torch_fl\nimport torch\nprint(json.dumps(probe()))",
+    "torch then torch_fl": "import torch\nimport torch_fl\nprint(json.dumps(probe()))",
+    "multiprocessing spawn child": """
+if __name__ == "__main__":
+    import multiprocessing
+    import torch, torch_fl
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=child, args=(queue,))
+    proc.start()
+    result = queue.get(timeout=300)
+    proc.join(60)
+    assert result["pid"] != os.getpid()
+    print(json.dumps(result))
+""",
+    "python -c subprocess importing only torch": """
+import subprocess
+import torch, torch_fl
+out = subprocess.run([sys.executable, "-c", "import torch, json; x = torch.ones(2, 3, device='flagos'); "
+                      "maps = sorted({l.split(None, 5)[5].strip() for l in open('/proc/self/maps') "
+                      "if l.count(' ') >= 5 and '.so' in l}); "
+                      "print(json.dumps({'torch_file': torch.__file__, 'sum': (x + x).sum().item(), "
+                      "'device': str(x.device), 'maps': maps}))"], capture_output=True, text=True, check=True)
+print(out.stdout.strip().splitlines()[-1])
+""",
+    "TORCH_DEVICE_BACKEND_AUTOLOAD=0 then import torch_fl": "import torch_fl\nprint(json.dumps(probe()))",
+}
+
+
+def run_order(venv: Venv, order: str, tmp_path: Path, **env: str) -> dict:
+    script = tmp_path / "order.py"
+    script.write_text(_PROBE + ORDERS[order])
+    extra = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"} if "AUTOLOAD=0" in order else {}
+    extra.update(env)
+    proc = subprocess.run([str(venv.python), str(script)], capture_output=True, text=True, cwd=tmp_path,
+                          env=venv.env(**extra), timeout=600)
+    assert proc.returncode == 0, f"{order}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def assert_forked_maps(venv: Venv, maps: list[str]) -> None:
+    mapped = set(maps)
+    for lib in venv.bundled():
+        assert os.path.realpath(lib) in mapped, f"bundled {lib.name} is not mapped"
+        stock = os.path.realpath(venv.site / "torch" / "lib" / lib.name)
+        assert stock not in mapped, f"the stock {stock} is mapped"
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_forked_every_import_order_maps_the_bundled_core_libraries(forked: Venv, order: str, tmp_path: Path) -> None:
+    result = run_order(forked, order, tmp_path)
+    assert result["sum"] == 12.0 and result["device"] == "flagos:0"
+    assert_forked_maps(forked, result["maps"])
+    # torch came from the private view, never from a modified installation.
+    assert result["torch_file"].startswith(str(forked.cache / "torch-views")), result["torch_file"]
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_host_every_import_order_works(host: Venv, order: str, tmp_path: Path) -> None:
+    result = run_order(host, order, tmp_path)
+    assert result["sum"] == 12.0 and result["device"] == "flagos:0"
+    assert os.path.realpath(host.site / "torch_fl" / "lib" / "libflagos_hostrt.so") in result["maps"]
+    assert result["torch_file"] == str(host.site / "torch" / "__init__.py")
+    assert not host.cache.exists(), "the in-wheel-runtime kind has nothing to cache"
+
+
+def test_the_wheel_installs_the_startup_hook_at_its_root(forked: Venv, host: Venv) -> None:
+    import csv
+    import zipfile
+
+    for venv in (forked, host):
+        with zipfile.ZipFile(venv.wheel) as zf:
+            names = set(zf.namelist())
+            record = next(n for n in names if n.endswith(".dist-info/RECORD"))
+            listed = {row[0] for row in csv.reader(zf.read(record).decode().splitlines()) if row}
+        for member in ("torch_fl_startup.pth", "_torch_fl_startup.py", "torch_fl/_bootstrap.py"):
+            assert member in names and member in listed, member
+        assert (venv.site / "torch_fl_startup.pth").is_file()
+
+
+def test_the_hook_does_no_work_until_torch_is_imported(forked: Venv) -> None:
+    proc = forked.run("""
+        import json, sys
+        print(json.dumps({"hook": [type(f).__name__ for f in sys.meta_path],
+                          "loaded": sorted(m for m in sys.modules if "torch" in m or m in ("json", "hashlib"))}))
+    """)
+    seen = json.loads(proc.stdout)
+    assert seen["hook"][0] == "TorchImportHook"
+    assert seen["loaded"] == ["_torch_fl_startup", "json"], seen  # json: this script's own import
+    off = forked.run("import sys; print([type(f).__name__ for f in sys.meta_path])",
+                     env=forked.env(FLAGOS_NO_STARTUP_HOOK="1"))
+    assert "TorchImportHook" not in off.stdout
+
+
+def test_forked_without_the_hook_import_torch_fl_first_still_works(forked: Venv, tmp_path: Path) -> None:
+    result = run_order(forked, "torch_fl then torch", tmp_path, FLAGOS_NO_STARTUP_HOOK="1")
+    assert_forked_maps(forked, result["maps"])
+
+
+def test_forked_python_S_with_torch_first_is_an_import_error_naming_the_fix(forked: Venv) -> None:
+    code = f"import sys; sys.path.append({str(forked.site)!r}); import torch; import torch_fl"
+    proc = forked.run(code, check=False, python_args=("-S",), env=forked.env(TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("torch_fl._bootstrap.BootstrapError: torch_fl (forked-libtorch) must prepare"), last
+    assert "python -S" in last and "Import torch_fl before torch" in last
+    # ...and in that interpreter, importing torch_fl first works.
+    first = f"import sys; sys.path.append({str(forked.site)!r}); import torch_fl, torch; print(torch.__file__)"
+    ok = forked.run(first, python_args=("-S",))
+    assert "torch-views" in ok.stdout
+
+
+def test_forked_hook_off_and_import_torch_alone_fails_naming_the_switch(forked: Venv) -> None:
+    proc = forked.run("import torch", check=False, env=forked.env(FLAGOS_NO_STARTUP_HOOK="1"))
+    assert proc.returncode != 0
+    assert "FLAGOS_NO_STARTUP_HOOK=1" in proc.stderr and "is mapped" in proc.stderr
+
+
+def test_privateuse1_claimed_by_another_backend_is_named(host: Venv) -> None:
+    proc = host.run("import torch; torch.utils.rename_privateuse1_backend('otherdev'); import torch_fl",
+                    check=False, env=host.env(TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
+    assert proc.returncode != 0
+    assert "already claimed by 'otherdev'" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_zz_installed_torch_is_byte_identical(forked: Venv, host: Venv) -> None:
+    """Runs last in this module: every import above left every file of the installed torch as it was."""
+    for venv in (forked, host):
+        after = torch_tree_hashes(venv.site)
+        changed = sorted(k for k in set(after) | set(venv.torch_hashes) if after.get(k) != venv.torch_hashes.get(k))
+        assert not changed, f"{venv.kind}: {changed[:5]}"
+    assert sys.version_info >= (3, 10)
