@@ -17,8 +17,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLERS, REPO, run_build
-from synthetic import make_plugin_wheel
+from conftest import REPO, build_env, run_build
+from synthetic import compile_library, make_plugin_wheel
 from torch_fl_packaging.configure import configure
 from torch_fl_packaging.elf_read import read_elf
 
@@ -40,6 +40,25 @@ def cuda_inputs() -> dict:
     return inputs
 
 
+def _driver_stub(cuda_wheel: Path, tmp: Path) -> Path:
+    """A SYNTHETIC driver: SONAME libcuda.so.1 exporting the cu* entry points the CUDA libraries call.
+
+    This machine has no NVIDIA driver; the stub stands for the one the target must have.
+    """
+    from elftools.elf.elffile import ELFFile
+
+    lib = tmp / "libcaffe2_nvrtc.so"
+    with zipfile.ZipFile(cuda_wheel) as zf:
+        lib.write_bytes(zf.read("torch/lib/libcaffe2_nvrtc.so"))
+    with lib.open("rb") as f:
+        dynsym = ELFFile(f).get_section_by_name(".dynsym")
+        names = sorted({s.name for s in dynsym.iter_symbols()
+                        if s["st_shndx"] == "SHN_UNDEF" and s.name.startswith("cu") and s.name[2:3].isupper()})
+    stub = tmp / "driver" / "libcuda.so.1"
+    compile_library(stub, "libcuda.so.1", exports=names)
+    return stub.parent
+
+
 def test_real_cuda_assets_wheel(cuda_inputs: dict, tmp_path: Path, torch_lib: Path) -> None:
     cuda_wheel = cuda_inputs["cuda"]
     cfg = configure(platform="cuda", source_dir=REPO, out_dir=tmp_path / "out", vendor_torch=cuda_wheel)
@@ -49,9 +68,11 @@ def test_real_cuda_assets_wheel(cuda_inputs: dict, tmp_path: Path, torch_lib: Pa
     plugin = make_plugin_wheel(tmp_path, cfg.recipe, version=cfg.wheel_version, requires=list(cfg.requirements),
                                torch_lib=torch_lib)
     out = tmp_path / "out"
+    env = build_env()
+    env["LD_LIBRARY_PATH"] = str(_driver_stub(cuda_wheel, tmp_path))
     res = run_build(["--platform", "cuda", "--vendor-torch", str(cuda_wheel), "--from-wheel", str(plugin),
                      "--target-python", str(cuda_inputs["target_python"]), "--preflight", "require",
-                     "--out", str(out), "--json"])
+                     "--out", str(out), "--json"], env=env)
     assert res.rc == 0, res.stderr[-3000:]
     summary = res.json
     assert summary["verify"]["preflight"] == "passed"  # ELF gates: DT_NEEDED and symbols bind
