@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,37 @@ def _check(path: Path, config: Config) -> BuiltWheel:
     return BuiltWheel(path, "torch_fl", str(version), None)
 
 
+#: What the CMake build of the cuda runtime needs from the CUDA torch (CMakeLists.txt:
+#: find_library(torch_cuda/c10_cuda) in FLAGOS_CUDA_TORCH_DIR/lib and its include/).
+_CUDA_TORCH_MEMBERS = ("torch/lib/libtorch_cuda.so", "torch/lib/libc10_cuda.so")
+
+
+def _cuda_torch_dir(config: Config, work: Path) -> Path | None:
+    """The CUDA torch's ``torch`` package directory for CMake (FLAGOS_CUDA_TORCH_DIR).
+
+    A torch/lib directory is used where it is; a wheel has its headers and the two
+    link libraries streamed out (not the whole wheel).
+    """
+    vendor = config.vendor
+    if config.recipe.kind != "cuda-assets" or vendor is None:
+        return None
+    if not vendor.is_wheel:
+        return vendor.path.parent
+    dest = work / "cuda-torch"
+    with zipfile.ZipFile(vendor.path) as zf:
+        for info in zf.infolist():
+            name = info.filename
+            if info.is_dir() or not (name.startswith("torch/include/") or name in _CUDA_TORCH_MEMBERS):
+                continue
+            if name.startswith("/") or ".." in name.split("/"):
+                raise BuildError("unsafe member in the CUDA torch wheel", name, "download it again")
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, target.open("wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+    return dest / "torch"
+
+
 def build(config: Config, work: Path, log: Callable[[str], None] = lambda s: None) -> BuiltWheel:
     if config.from_wheel is not None:
         # A wheel built elsewhere (or a test fixture): check it is the configured one.
@@ -55,6 +88,9 @@ def build(config: Config, work: Path, log: Callable[[str], None] = lambda s: Non
     log_path = work / "build.log"
     env = dict(os.environ)
     env.update(config.build_env)
+    cuda_torch = _cuda_torch_dir(config, work)
+    if cuda_torch is not None:
+        env["FLAGOS_CUDA_TORCH_DIR"] = str(cuda_torch)
     cmd = [config.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
            "--disable-pip-version-check", "-w", str(dist), str(config.source_dir)]
     with log_path.open("w") as out:
