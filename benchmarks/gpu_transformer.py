@@ -16,6 +16,7 @@ PyTorch's autograd engine rejects any backward over CUDA tensors
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -26,12 +27,6 @@ import time
 
 import torch
 from _gpu_common import emit, parser, require_flagos
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
 
@@ -75,7 +70,7 @@ def native_in_child() -> dict[str, float]:
 
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--native-only", action="store_true", help=argparse_hidden())
+    p.add_argument("--native-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.native_only:
         print(json.dumps(run("cuda")))
