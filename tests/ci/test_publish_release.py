@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import stat
 import sys
+import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -141,3 +145,35 @@ def test_release_wheel_must_belong_to_the_lane(
         assert done.returncode == 1
         assert entry["status"] == "refused" and entry["detail"].startswith(refusal)
         assert list(pypi.packages.iterdir()) == []
+
+
+def built_wheels() -> list[Path]:
+    """torch_fl wheels made by torch-fl-build, from FLAGOS_TEST_WHEEL_DIR (they carry their manifest)."""
+    given = os.environ.get("FLAGOS_TEST_WHEEL_DIR")
+    found = sorted(Path(given).glob("torch_fl-*.whl")) if given else []
+    out = []
+    for path in found:
+        with zipfile.ZipFile(path) as archive:
+            if "torch_fl/compatibility.json" in archive.namelist():
+                out.append(path)
+    return out
+
+
+@pytest.mark.skipif(
+    REAL_PREFLIGHT is None or not built_wheels() or importlib.util.find_spec("torch") is None,
+    reason="needs torch-fl-preflight, FLAGOS_TEST_WHEEL_DIR wheels, and torch (preflight checks against it)",
+)
+def test_real_release_of_built_wheels(pypi: PyPIServer, tmp_path: Path) -> None:
+    """The whole gate on real artifacts: tag, lane from the recipe, preflight --release; then a no-op re-run."""
+    for wheel in built_wheels():
+        manifest = json.loads(zipfile.ZipFile(wheel).read("torch_fl/compatibility.json"))
+        recipe = tomllib.loads((REPO / "bundlers" / f"{manifest['platform']}.toml").read_text())
+        if recipe.get("stand_in"):
+            continue
+        tag = "v" + wheel.name.split("-")[1].split("+")[0]
+        args = ["--lane", recipe["wheel"]["index_lane"], "--repository-url", pypi.url, "--tag", tag, "--json"]
+        first = run_publish([*args, str(wheel)], publish_env(pypi))
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert first.json["files"][0]["status"] == "uploaded"
+        again = run_publish([*args, str(wheel)], publish_env(pypi))
+        assert again.returncode == 0 and again.json["files"][0]["status"] == "present"
