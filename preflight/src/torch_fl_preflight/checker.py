@@ -181,7 +181,10 @@ def check_installed(host_for: HostSource, opts: Options) -> SubjectReport:
         with open(mpath, "rb") as fh:
             manifest = parse_manifest(fh.read(MAX_MANIFEST_BYTES + 1), mpath)
     except OSError as exc:
-        raise ManifestError(f"cannot read {mpath} ({exc.strerror})", "reinstall torch_fl") from exc
+        raise ManifestError(
+            f"cannot read {mpath} ({exc.strerror})",
+            "install torch_fl from a wheel built by torch-fl-build (editable installs carry no manifest)",
+        ) from exc
     report.platform = manifest["platform"]
     report.facts.update(facts_of(manifest))
     payload = InstalledPayload(site_dir, list(record), report.subject)
