@@ -268,7 +268,8 @@ class Fault:
     """Inject ``kind`` into the next ``times`` connections whose request matches.
 
     kind: ``reset`` (forward the head and part of the body, then reset both
-    connections), ``503`` (read the request, answer 503), ``stall_request``
+    connections), ``503`` (read the request, answer 503), ``delay`` (wait 0.3 s,
+    then pass the request through), ``stall_request``
     (read the request, forward nothing, answer nothing), ``stall_response``
     (forward the request, let the server store it, withhold its response).
     """
@@ -287,6 +288,8 @@ class FaultProxy:
     faults: list[Fault] = field(default_factory=list)
     port: int = 0
     requests: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, what happened)
+    max_uploads_in_flight: int = 0
+    _in_flight: int = 0
     tls: ssl.SSLContext | None = None
     """Serve HTTPS to the client (the server behind stays plain HTTP)."""
     _listener: socket.socket | None = None
@@ -356,7 +359,6 @@ class FaultProxy:
         return head + b"\r\n\r\n", rest
 
     def _serve(self, client: socket.socket) -> None:
-        upstream: socket.socket | None = None
         try:
             client.settimeout(30)
             if self.tls is not None:
@@ -381,40 +383,52 @@ class FaultProxy:
             what = fault.kind if fault else "pass"
             with self._lock:
                 self.requests.append((method, path, what))
+                if method == "POST":
+                    self._in_flight += 1
+                    self.max_uploads_in_flight = max(self.max_uploads_in_flight, self._in_flight)
+            try:
+                self._handle(client, fault, head, body, length)
+            finally:
+                if method == "POST":
+                    with self._lock:
+                        self._in_flight -= 1
+        except OSError:
+            pass
+        finally:
+            client.close()
 
-            if fault is not None and fault.kind == "503":
-                self._drain(client, length - len(body))
-                client.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 19\r\n"
-                    b"Connection: close\r\n\r\nservice unavailable"
-                )
-                return
-            if fault is not None and fault.kind == "stall_request":
-                self._closing.wait(self.stall_seconds)
-                return
-
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=30)
-            if fault is not None and fault.kind == "reset":
+    def _handle(self, client: socket.socket, fault: Fault | None, head: bytes, body: bytes, length: int) -> None:
+        kind = fault.kind if fault is not None else "pass"
+        if kind == "503":
+            self._drain(client, length - len(body))
+            client.sendall(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 19\r\n"
+                b"Connection: close\r\n\r\nservice unavailable"
+            )
+            return
+        if kind == "stall_request":
+            self._closing.wait(self.stall_seconds)
+            return
+        if kind == "delay":
+            self._closing.wait(0.3)
+        upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=30)
+        try:
+            if kind == "reset":
                 upstream.sendall(head + body[: max(1, len(body) // 2)])
                 time.sleep(0.05)
                 for sock in (upstream, client):
                     # SO_LINGER with a zero timeout makes close() send RST, not FIN.
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 return
-
             upstream.sendall(head + body)
             self._copy(client, upstream, length - len(body))
             response = self._read_all(upstream)
-            if fault is not None and fault.kind == "stall_response":
+            if kind == "stall_response":
                 self._closing.wait(self.stall_seconds)
                 return
             client.sendall(response)
-        except OSError:
-            pass
         finally:
-            if upstream is not None:
-                upstream.close()
-            client.close()
+            upstream.close()
 
     @staticmethod
     def _drain(sock: socket.socket, remaining: int) -> None:

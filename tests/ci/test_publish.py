@@ -214,3 +214,14 @@ def test_index_without_sha256_is_checked_by_download(tmp_path: Path, hash_algo: 
         assert refused.returncode == 1 and refused.json["files"][0]["status"] == "refused"
     finally:
         server.stop()
+
+
+def test_concurrency_is_bounded(pypi: PyPIServer, tmp_path: Path) -> None:
+    wheels = [make_wheel(tmp_path / "d", version=f"2.13.0+host{i}") for i in range(6)]
+    # Each upload is held 0.3 s in the proxy, so that overlapping uploads are seen.
+    with fault_proxy(pypi.port, [Fault("delay", times=100)]) as proxy:
+        done = run_publish(args_for(proxy.url, wheels, "--concurrency", "2"), publish_env(pypi))
+    assert done.returncode == 0, done.stderr
+    assert proxy.count("POST") == 6
+    assert proxy.max_uploads_in_flight == 2
+    assert_index_holds(pypi, wheels)
