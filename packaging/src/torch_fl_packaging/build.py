@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from .configure import Config
+from .configure import Config, cache_dir
 from .errors import BuildError
 
 __all__ = ["BuiltWheel", "build"]
@@ -57,14 +58,20 @@ def _cuda_torch_dir(config: Config, work: Path) -> Path | None:
     """The CUDA torch's ``torch`` package directory for CMake (FLAGOS_CUDA_TORCH_DIR).
 
     A torch/lib directory is used where it is; a wheel has its headers and the two
-    link libraries streamed out (not the whole wheel).
+    link libraries streamed out (not the whole wheel) into the user cache, once per
+    wheel.  The path must be stable: CMake caches the libraries it found, so a
+    per-run directory would break the next incremental build.
     """
     vendor = config.vendor
     if config.recipe.kind != "cuda-assets" or vendor is None:
         return None
     if not vendor.is_wheel:
         return vendor.path.parent
-    dest = work / "cuda-torch"
+    final = cache_dir() / "extracted" / vendor.path.name.removesuffix(".whl")
+    if (final / "complete").is_file():
+        return final / "torch"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    dest = Path(tempfile.mkdtemp(prefix=".partial-", dir=final.parent))
     with zipfile.ZipFile(vendor.path) as zf:
         for info in zf.infolist():
             name = info.filename
@@ -76,7 +83,12 @@ def _cuda_torch_dir(config: Config, work: Path) -> Path | None:
             target.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as src, target.open("wb") as out:
                 shutil.copyfileobj(src, out, 1 << 20)
-    return dest / "torch"
+    (dest / "complete").write_text(vendor.path.name + "\n")
+    try:
+        dest.rename(final)
+    except OSError:  # another build extracted it meanwhile
+        shutil.rmtree(dest, ignore_errors=True)
+    return final / "torch"
 
 
 def build(config: Config, work: Path, log: Callable[[str], None] = lambda s: None) -> BuiltWheel:

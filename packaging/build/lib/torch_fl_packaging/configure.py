@@ -218,7 +218,8 @@ def read_torch_dir(lib_dir: Path) -> VendorTorch:
     return VendorTorch(lib_dir, False, info, requires)
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """The pipeline's download cache, outside any checkout: ${XDG_CACHE_HOME:-~/.cache}/torch_fl/cuda-torch."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "torch_fl" / "cuda-torch"
 
@@ -229,7 +230,7 @@ def _wheel_python_tag() -> str:
 
 def download_cuda_torch(version: str, recipe: Recipe) -> Path:
     """Fetch the CUDA torch wheel of ``version`` into the user cache (once)."""
-    cache = _cache_dir()
+    cache = cache_dir()
     tag = _wheel_python_tag()
     pattern = f"torch-{version}*-{tag}-{tag}-*linux*_x86_64.whl"
     found = [p for p in sorted(cache.glob(pattern)) if "+cpu" not in p.name]
