@@ -1,0 +1,33 @@
+// DispatchStubs that PyTorch's composite ops consult per device type before
+// choosing a kernel.  Unregistered for PrivateUse1, they make the composite
+// take its slowest generic path (scaled_dot_product_attention falls back to the
+// math implementation, which materialises and keeps the attention matrix); flagos
+// answers each with the kernel device's own choice, made on kernel views.
+#include <ATen/ATen.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/transformers/attention.h>
+
+#include "aten/NativeView.h"
+
+namespace torch_fl::aten {
+
+namespace {
+
+int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                         const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa) {
+  std::optional<at::Tensor> mask;
+  if (attn_mask.has_value()) mask = native_view_if_flagos(*attn_mask);
+  // The op of the same name asks the kernel device's stub (the stub's own call
+  // operator is not exported to extensions).
+  return at::_fused_sdp_choice(native_view_if_flagos(query), native_view_if_flagos(key), native_view_if_flagos(value),
+                               mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
+}  // namespace
+
+}  // namespace torch_fl::aten
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_fl::aten::fused_sdp_choice)
+}  // namespace at::native
