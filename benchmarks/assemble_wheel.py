@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Bundle-to-final-wheel time of the cuda-assets payload against one `zip -r -6` pass.
 
-Runs torch-fl-build's stages bundle -> repair -> manifest -> write on the real
+Runs torch-fl-build's stages bundle -> repair -> manifest -> write (the
+pipeline's own ``assemble``) on the real
 CUDA libraries of the CUDA torch wheel of the installed torch's version (about
 540 MB uncompressed; downloaded once into the user cache, or --cuda-wheel), with
 a small compiled stand-in plugin wheel.  Then zips the same assembled tree with
@@ -38,13 +39,8 @@ def _child(args: argparse.Namespace) -> dict:
     sys.path.insert(0, str(REPO / "tests" / "packaging"))
     import synthetic  # noqa: PLC0415  (compiled stand-in plugin)
     from torch_fl_packaging.build import build  # noqa: PLC0415
-    from torch_fl_packaging.bundle import bundle  # noqa: PLC0415
     from torch_fl_packaging.configure import configure  # noqa: PLC0415
-    from torch_fl_packaging.elf_patch import ElfPatcher  # noqa: PLC0415
-    from torch_fl_packaging.manifest import write_manifest  # noqa: PLC0415
-    from torch_fl_packaging.pipeline import wheel_filename  # noqa: PLC0415
-    from torch_fl_packaging.repair import repair  # noqa: PLC0415
-    from torch_fl_packaging.wheelfile import write_wheel  # noqa: PLC0415
+    from torch_fl_packaging.pipeline import Reporter, assemble  # noqa: PLC0415
 
     work = Path(args.work)
     cfg = configure(platform="cuda", source_dir=REPO, out_dir=work / "out",
@@ -54,24 +50,11 @@ def _child(args: argparse.Namespace) -> dict:
     cfg = dataclasses.replace(cfg, from_wheel=plugin)
     built = build(cfg, work)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    times: dict[str, float] = {}
+    reporter = Reporter(enabled=False)
     t0 = time.perf_counter()
-    patcher = ElfPatcher(cfg.patchelf)
-    staged = bundle(cfg, built, work / "stage", patcher)
-    times["bundle"] = time.perf_counter() - t0
-    t = time.perf_counter()
-    repaired = repair(cfg, staged, patcher)
-    times["repair"] = time.perf_counter() - t
-    t = time.perf_counter()
-    filename = wheel_filename("torch_fl", cfg.wheel_version, repaired.tags)
-    write_manifest(cfg, staged, repaired, filename)
-    times["manifest"] = time.perf_counter() - t
-    t = time.perf_counter()
-    final = work / filename
-    write_wheel(staged.root, staged.dist_info, final, level=args.level, epoch=cfg.source_date_epoch,
-                workers=args.jobs)
-    times["write"] = time.perf_counter() - t
+    staged, _, _, final = assemble(cfg, built, work, reporter, jobs=args.jobs)
     total = time.perf_counter() - t0
+    times = reporter.timings
     payload = sum(p.stat().st_size for p in staged.root.rglob("*") if p.is_file())
     return {
         "assemble_s": round(total, 3),

@@ -8,10 +8,14 @@ torch alone, stock torch + the host wheel, stock torch + the host-forked wheel.
 Every figure is a median over ``--runs`` fresh interpreters:
 
 * ``host``: ``import torch`` with torch_fl installed (autoload + startup hook)
-  against ``import torch`` in the stock environment, and ``import torch_fl``.
-  Goal: at most 50 ms added.
+  and ``import torch_fl``, against ``import torch`` alone (same environment,
+  ``TORCH_DEVICE_BACKEND_AUTOLOAD=0 FLAGOS_NO_STARTUP_HOOK=1``).  Goal: at most
+  50 ms added.
 * ``forked``: ``import torch`` on an empty cache (the view is built) and on a
   warm one.
+* ``bootstrap_only``: ``importlib.util.find_spec("torch")``, which the startup
+  hook answers, with the hook off and on: the bootstrap's own share, without
+  the noise of loading PyTorch.
 * ``startup_hook``: what the ``.pth`` adds to ``python -c pass`` when torch is
   never imported -- the hook module's own import time (``-X importtime``), and
   the wall-time difference against the stock environment.  Goal: at most 1 ms.
@@ -31,9 +35,14 @@ import tempfile
 import time
 from pathlib import Path
 
-_TIMED_IMPORT = ("import time; t = time.perf_counter(); import {module}; "
-                 "print((time.perf_counter() - t) * 1e3)")
-
+# Wall and CPU time (all threads) of one statement, in a fresh interpreter.
+_TIMED = ("import time; w = time.perf_counter(); c = time.process_time(); {stmt}; "
+          "print((time.perf_counter() - w) * 1e3, (time.process_time() - c) * 1e3)")
+IMPORT_TORCH = _TIMED.format(stmt="import torch")
+IMPORT_TORCH_FL = _TIMED.format(stmt="import torch_fl")
+# The bootstrap alone: the startup hook answers this lookup (reading the manifest;
+# forked: building or checking the view), and PathFinder does the rest.
+FIND_TORCH = _TIMED.format(stmt="import importlib.util; importlib.util.find_spec('torch')")
 
 def _site(env: Path) -> Path:
     return env / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
@@ -65,17 +74,29 @@ def _make_envs(wheel_dir: Path, work: Path) -> dict[str, Path]:
     return envs
 
 
-def _timed(env: Path, code: str, runs: int, environ: dict[str, str], fresh_cache: bool = False) -> list[float]:
-    out = []
+def _once(env: Path, code: str, environ: dict[str, str]) -> tuple[float, float]:
+    proc = subprocess.run([str(env / "bin" / "python"), "-c", code], capture_output=True, text=True, env=environ,
+                          check=True, cwd=env)
+    wall, cpu = proc.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
+
+
+Case = tuple[Path, str, dict[str, str], bool]  # environment, code, variables, fresh cache per run
+
+
+def _interleaved(cases: dict[str, Case], runs: int) -> dict[str, dict[str, list[float]]]:
+    """Run every case once per round, so that the machine's load falls on all of them alike."""
+    out: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in cases}
     for _ in range(runs):
-        e = dict(environ)
-        if fresh_cache:
-            e["FLAGOS_CACHE_DIR"] = tempfile.mkdtemp(prefix="import-cost-cache-")
-        proc = subprocess.run([str(env / "bin" / "python"), "-c", code], capture_output=True, text=True, env=e,
-                              check=True, cwd=env)
-        out.append(float(proc.stdout.strip().splitlines()[-1]))
-        if fresh_cache:
-            shutil.rmtree(e["FLAGOS_CACHE_DIR"], ignore_errors=True)
+        for name, (env, code, environ, fresh_cache) in cases.items():
+            e = dict(environ)
+            if fresh_cache:
+                e["FLAGOS_CACHE_DIR"] = tempfile.mkdtemp(prefix="import-cost-cache-")
+            wall, cpu = _once(env, code, e)
+            out[name]["wall"].append(wall)
+            out[name]["cpu"].append(cpu)
+            if fresh_cache:
+                shutil.rmtree(e["FLAGOS_CACHE_DIR"], ignore_errors=True)
     return out
 
 
@@ -90,9 +111,10 @@ def _hook_import_us(env: Path, runs: int) -> list[float]:
     for _ in range(runs):
         proc = subprocess.run([str(env / "bin" / "python"), "-X", "importtime", "-c", "pass"], capture_output=True,
                               text=True, env=_env(), check=True)
-        for line in proc.stderr.splitlines():
-            if line.rstrip().endswith("| _torch_fl_startup"):
-                out.append(float(line.split("|")[1]))
+        for line in proc.stderr.splitlines():  # "import time: self | cumulative | name"
+            fields = line.split("|")
+            if len(fields) == 3 and fields[2].strip() == "_torch_fl_startup":
+                out.append(float(fields[1]))
     return out
 
 
@@ -112,15 +134,24 @@ def main(argv: list[str] | None = None) -> int:
 
     envs = _make_envs(args.wheel_dir.resolve(), args.work.resolve())
     cache = tempfile.mkdtemp(prefix="import-cost-cache-")
-    quiet = _env(FLAGOS_CACHE_DIR=cache)
-    import_torch = _TIMED_IMPORT.format(module="torch")
+    on = _env(FLAGOS_CACHE_DIR=cache)
+    alone = _env(FLAGOS_CACHE_DIR=cache, FLAGOS_NO_STARTUP_HOOK="1", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    hook_off = _env(FLAGOS_CACHE_DIR=cache, FLAGOS_NO_STARTUP_HOOK="1")
+    _once(envs["forked"], IMPORT_TORCH, on)  # the shared cache's view exists before the "later" cases
 
-    stock = _timed(envs["stock"], import_torch, args.runs, quiet)
-    host_torch = _timed(envs["host"], import_torch, args.runs, quiet)
-    host_fl = _timed(envs["host"], _TIMED_IMPORT.format(module="torch_fl"), args.runs, quiet)
-    forked_first = _timed(envs["forked"], import_torch, args.runs, quiet, fresh_cache=True)
-    _timed(envs["forked"], import_torch, 1, quiet)  # warm the shared cache
-    forked_later = _timed(envs["forked"], import_torch, args.runs, quiet)
+    t = _interleaved({
+        "host_import_torch_alone": (envs["host"], IMPORT_TORCH, alone, False),
+        "host_import_torch": (envs["host"], IMPORT_TORCH, on, False),
+        "host_import_torch_fl": (envs["host"], IMPORT_TORCH_FL, on, False),
+        "forked_import_torch_first": (envs["forked"], IMPORT_TORCH, on, True),
+        "forked_import_torch_later": (envs["forked"], IMPORT_TORCH, on, False),
+    }, args.runs)
+    b = _interleaved({
+        "host_find_torch_hook_off": (envs["host"], FIND_TORCH, hook_off, False),
+        "host_find_torch": (envs["host"], FIND_TORCH, on, False),
+        "forked_find_torch_first": (envs["forked"], FIND_TORCH, on, True),
+        "forked_find_torch_later": (envs["forked"], FIND_TORCH, on, False),
+    }, args.runs * 2)
 
     # The hook on an interpreter that never imports torch: alternate the two
     # environments so that machine noise falls on both sides alike.
@@ -131,23 +162,32 @@ def main(argv: list[str] | None = None) -> int:
     hook_us = _hook_import_us(envs["host"], 30)
     shutil.rmtree(cache, ignore_errors=True)
 
-    base = statistics.median(stock)
+    def med(d: dict[str, dict[str, list[float]]], name: str, kind: str = "cpu") -> float:
+        return statistics.median(d[name][kind])
+
+    def added(d: dict[str, dict[str, list[float]]], name: str, base: str) -> dict[str, float]:
+        return {k: round(med(d, name, k) - med(d, base, k), 2) for k in ("wall", "cpu")}
+
+    def figures(d: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, dict[str, float]]]:
+        return {name: {k: _summary(v) for k, v in kinds.items()} for name, kinds in d.items()}
+
     doc = {
         "version": 1,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()[0]},
         "unit": "ms",
-        "host": {
-            "import_torch_stock": _summary(stock),
-            "import_torch_with_torch_fl": _summary(host_torch),
-            "import_torch_fl": _summary(host_fl),
-            "added_to_import_torch": round(statistics.median(host_torch) - base, 2),
-            "goal_added_max": 50,
-        },
-        "forked": {
-            "import_torch_first_empty_cache": _summary(forked_first),
-            "import_torch_later_warm_cache": _summary(forked_later),
-            "added_first": round(statistics.median(forked_first) - base, 2),
-            "added_later": round(statistics.median(forked_later) - base, 2),
+        "note": "median over fresh interpreters, cases interleaved; cpu = process CPU time (all threads), "
+                "steadier than wall time on a loaded machine",
+        "imports": figures(t),
+        "bootstrap_only": figures(b),
+        "summary": {
+            "host_added_to_import_torch": added(t, "host_import_torch", "host_import_torch_alone"),
+            "host_import_torch_fl_vs_import_torch_alone": added(t, "host_import_torch_fl", "host_import_torch_alone"),
+            "host_bootstrap_on_import_torch": added(b, "host_find_torch", "host_find_torch_hook_off"),
+            "forked_view_first": added(b, "forked_find_torch_first", "host_find_torch_hook_off"),
+            "forked_view_later": added(b, "forked_find_torch_later", "host_find_torch_hook_off"),
+            "forked_import_torch_first_vs_alone": added(t, "forked_import_torch_first", "host_import_torch_alone"),
+            "forked_import_torch_later_vs_alone": added(t, "forked_import_torch_later", "host_import_torch_alone"),
+            "goal_host_added_max": 50,
         },
         "startup_hook": {
             "hook_module_import_us": _summary(hook_us, 1),

@@ -14,6 +14,7 @@ import shutil
 import stat
 import zipfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -145,6 +146,15 @@ def bundle(config: Config, built: BuiltWheel, stage_root: Path, patcher: ElfPatc
         target_dir = stage_root / spec.directory
         target_dir.mkdir(parents=True, exist_ok=True)
         wanted = [(n, True) for n in spec.libraries] + [(n, False) for n in spec.optional_libraries]
+        copied: dict[str, str | None] = {}
+        if spec.source != "build":
+            # Inflating from the vendor wheel dominates; zlib releases the GIL, so the
+            # libraries stream out side by side (largest first).
+            progress(f"bundling {len(wanted)} libraries")
+            with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+                futures = {n: pool.submit(_copy_from_vendor, config, n, stage_root / spec.directory / n)
+                           for n, _ in wanted}
+                copied = {n: f.result() for n, f in futures.items()}
         for name, required in wanted:
             rel = f"{spec.directory}/{name}"
             dest = stage_root / rel
@@ -156,8 +166,7 @@ def bundle(config: Config, built: BuiltWheel, stage_root: Path, patcher: ElfPatc
                     continue
                 source = None
             else:
-                progress(f"bundling {name}")
-                source = _copy_from_vendor(config, name, dest)
+                source = copied[name]
                 if source is None:
                     if required:
                         where = config.vendor.source if config.vendor else "?"

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .build import build
-from .bundle import bundle
-from .configure import configure
+from .build import BuiltWheel, build
+from .bundle import Staged, bundle
+from .configure import Config, configure
 from .elf_patch import ElfPatcher
 from .errors import BuildError, ConfigureError, WheelWriteError
 from .manifest import SCHEMA_PATH, write_manifest
-from .repair import repair
+from .repair import Repaired, repair
 from .verify import verify
 from .wheelfile import write_wheel
 
@@ -134,6 +134,27 @@ def _publish(src: Path, out_dir: Path) -> Path:
     return dest
 
 
+def assemble(config: Config, built: BuiltWheel, work: Path, reporter: Reporter, *,
+             jobs: int | None = None) -> tuple[Staged, Repaired, dict[str, Any], Path]:
+    """bundle -> repair -> manifest -> write: from the built wheel to the final one in ``work``."""
+    patcher = ElfPatcher(config.patchelf)
+    with reporter.stage("bundle"):
+        staged = bundle(config, built, work / "stage", patcher, progress=reporter.status)
+    with reporter.stage("repair"):
+        repaired = repair(config, staged, patcher, progress=reporter.status)
+    filename = wheel_filename("torch_fl", config.wheel_version, repaired.tags)
+    with reporter.stage("manifest"):
+        manifest = write_manifest(config, staged, repaired, filename)
+    total = sum(p.stat().st_size for p in staged.root.rglob("*") if p.is_file())
+    final = work / filename
+    with reporter.stage("write", total=total):
+        write_wheel(staged.root, staged.dist_info, final, level=config.compress_level,
+                    epoch=config.source_date_epoch, workers=jobs,
+                    digests={r["path"]: r["sha256"] for r in manifest["elf"]},
+                    progress=reporter.advance)
+    return staged, repaired, manifest, final
+
+
 def run(options: Options, reporter: Reporter) -> dict[str, Any]:
     with reporter.stage("configure"):
         config = configure(
@@ -149,20 +170,7 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
     try:
         with reporter.stage("build"):
             built = build(config, work, log=reporter.status)
-        patcher = ElfPatcher(config.patchelf)
-        with reporter.stage("bundle"):
-            staged = bundle(config, built, work / "stage", patcher, progress=reporter.status)
-        with reporter.stage("repair"):
-            repaired = repair(config, staged, patcher, progress=reporter.status)
-        filename = wheel_filename("torch_fl", config.wheel_version, repaired.tags)
-        with reporter.stage("manifest"):
-            manifest = write_manifest(config, staged, repaired, filename)
-        total = sum(p.stat().st_size for p in staged.root.rglob("*") if p.is_file())
-        final = work / filename
-        with reporter.stage("write", total=total):
-            write_wheel(staged.root, staged.dist_info, final, level=config.compress_level,
-                        epoch=config.source_date_epoch, workers=options.jobs,
-                        progress=reporter.advance)
+        staged, repaired, manifest, final = assemble(config, built, work, reporter, jobs=options.jobs)
         with reporter.stage("verify"):
             verified = verify(config, final, preflight=options.preflight)
         size = final.stat().st_size

@@ -93,8 +93,12 @@ class _Writer:
         self.out.write(name)
         return offset
 
-    def add(self, name: str, chunks: Iterable[bytes], mode: int) -> tuple[bytes, int]:
-        """Write one member from its chunks; returns (sha256 digest, size)."""
+    def add(self, name: str, chunks: Iterable[bytes], mode: int, digest: bytes | None = None) -> tuple[bytes, int]:
+        """Write one member from its chunks; returns (sha256 digest, size).
+
+        ``digest``: the member's sha256 when an earlier stage already computed it
+        (the manifest hashes every ELF file); verify re-hashes the written wheel.
+        """
         bname = name.encode()
         method = 8 if self.level > 0 else 0
         offset = self._local_header(bname, method)
@@ -110,7 +114,8 @@ class _Writer:
             nxt = next(it, None)
             last = nxt is None
             crc = zlib.crc32(chunk, crc)
-            sha.update(chunk)
+            if digest is None:
+                sha.update(chunk)
             usize += len(chunk)
             if method == 8:
                 pending.append(self.pool.submit(_deflate, chunk, prev_tail, self.level, last))
@@ -134,7 +139,7 @@ class _Writer:
         self.out.seek(end)
         self.entries.append(_Entry(bname, offset, crc, csize, usize, method, self.dostime,
                                    self.dosdate, mode))
-        return sha.digest(), usize
+        return digest or sha.digest(), usize
 
     def finish(self) -> None:
         cd_start = self.out.tell()
@@ -161,7 +166,7 @@ def _file_chunks(path: Path) -> Iterable[bytes]:
 
 
 def write_wheel(root: Path, dist_info: str, dest: Path, *, level: int = 6, epoch: int = 315532800,
-                workers: int | None = None,
+                workers: int | None = None, digests: dict[str, str] | None = None,
                 progress: Callable[[str, int], None] = lambda name, n: None) -> None:
     """Write the tree at ``root`` as a wheel at ``dest``, regenerating RECORD."""
     names = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink()]
@@ -176,7 +181,8 @@ def write_wheel(root: Path, dist_info: str, dest: Path, *, level: int = 6, epoch
         for name in _order(names, dist_info):
             path = root / name
             mode = 0o755 if os.stat(path).st_mode & 0o111 else 0o644
-            digest, size = w.add(name, _file_chunks(path), mode)
+            known = (digests or {}).get(name)
+            digest, size = w.add(name, _file_chunks(path), mode, bytes.fromhex(known) if known else None)
             lines.append(record_line(name, digest, size))
             progress(name, size)
         lines.append(f"{record_name},,")
