@@ -60,22 +60,23 @@ def read_elf(path: Path) -> ElfInfo:
                 if not isinstance(seg, DynamicSegment):
                     continue
                 for tag in seg.iter_tags():
+                    # pyelftools sets these attributes per tag kind; its stubs do not declare them.
                     kind = tag.entry.d_tag
                     if kind == "DT_NEEDED":
-                        needed.append(tag.needed)
+                        needed.append(str(tag.needed))  # type: ignore[attr-defined]
                     elif kind == "DT_SONAME":
-                        soname = tag.soname
+                        soname = str(tag.soname)  # type: ignore[attr-defined]
                     elif kind == "DT_RPATH":
-                        rpath = _split(tag.rpath)
+                        rpath = _split(str(tag.rpath))  # type: ignore[attr-defined]
                     elif kind == "DT_RUNPATH":
-                        runpath = _split(tag.runpath)
+                        runpath = _split(str(tag.runpath))  # type: ignore[attr-defined]
                 # The loader uses the first PT_DYNAMIC only.
                 break
             for sec in elf.iter_sections():
                 if isinstance(sec, GNUVerNeedSection):
                     for verneed, auxes in sec.iter_versions():
-                        names = needs.setdefault(verneed.name, set())
-                        names.update(aux.name for aux in auxes)
+                        names = needs.setdefault(str(verneed.name), set())
+                        names.update(str(aux.name) for aux in auxes)
     except (ELFError, OSError, AssertionError) as exc:
         raise ValueError(f"{path}: not a readable ELF file ({exc})") from None
     return ElfInfo(soname, tuple(needed), rpath, runpath,

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import WheelWriteError
 
@@ -61,7 +62,8 @@ def _deflate(data: bytes, dictionary: bytes | None, level: int, last: bool) -> b
         c = zlib.compressobj(level, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, dictionary)
     else:
         c = zlib.compressobj(level, zlib.DEFLATED, -15, 9)
-    return c.compress(data) + c.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+    out: bytes = c.compress(data) + c.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+    return out
 
 
 def record_line(name: str, digest: bytes, size: int) -> str:
@@ -78,7 +80,7 @@ def _order(names: Iterable[str], dist_info: str) -> list[str]:
 
 
 class _Writer:
-    def __init__(self, out, level: int, epoch: int, pool: ThreadPoolExecutor, inflight: int) -> None:
+    def __init__(self, out: BinaryIO, level: int, epoch: int, pool: ThreadPoolExecutor, inflight: int) -> None:
         self.out = out
         self.level = level
         self.dostime, self.dosdate = _dos_datetime(epoch)
@@ -124,7 +126,7 @@ class _Writer:
                     self.out.write(pending.popleft().result())
             else:
                 self.out.write(chunk)
-            if last:
+            if nxt is None:
                 break
             chunk = nxt
         while pending:
