@@ -116,3 +116,32 @@ def test_forked_plugin_maps_the_bundled_core_libraries(platform: str, platform_i
     fork_dir = str((tree / inputs.recipe.bundle.directory).resolve())
     assert any(m.startswith(fork_dir) and m.endswith("/libc10.so") for m in mapped), mapped
     assert str(torch_lib.resolve() / "libc10.so") not in mapped
+
+
+@pytest.mark.compile
+def test_kind_none_bundles_nothing(tmp_path: Path, torch_lib: Path) -> None:
+    """No shipped recipe uses `none` (a build against a vendor torch that has the kernels); a temporary one does."""
+    import shutil
+
+    from conftest import REPO, torch_base
+    from synthetic import make_plugin_wheel
+
+    source = tmp_path / "src"
+    (source / "bundlers").mkdir(parents=True)
+    shutil.copytree(REPO / "manifests", source / "manifests")
+    (source / "pyproject.toml").write_text("")
+    (source / "bundlers" / "vendor-native.toml").write_text(
+        'platform = "vendor-native"\nkind = "none"\nsummary = "a vendor torch with its own kernels"\n'
+        '[wheel]\nlocal_version = "native"\npython = "3.11"\nindex_lane = "x"\n[ci]\nrunner = "r"\n')
+    recipe = load_recipe("vendor-native", source / "bundlers")
+    base = torch_base()
+    major, minor = base.split(".")[:2]
+    wheel = make_plugin_wheel(tmp_path, recipe, version=f"{base}+native",
+                              requires=[f"torch>={major}.{minor},<{major}.{int(minor) + 1}"], torch_lib=torch_lib)
+    out = tmp_path / "out"
+    res = run_build(["--platform", "vendor-native", "--source", str(source), "--from-wheel", str(wheel), "--sdk-version", "1.0",
+                     "--out", str(out), "--json"])
+    assert res.rc == 0, res.stderr
+    manifest = _unpack(out / res.json["wheel"]["filename"], tmp_path / "tree")
+    assert manifest["bundle"] == {"kind": "none", "directory": None}
+    assert {r["origin"] for r in manifest["elf"]} == {"built"} and res.json["bundled"] == []
