@@ -62,15 +62,15 @@ def _make_envs(wheel_dir: Path, work: Path) -> dict[str, Path]:
               "forked": next(wheel_dir.glob("torch_fl-*+host.forked-*.whl"))}
     if not (envs["stock"] / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(envs["stock"])], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(_site(envs["stock"])),
-                        f"torch=={version('torch').split('+')[0]}"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--ignore-installed",
+                        "--prefix", str(envs["stock"]), f"torch=={version('torch').split('+')[0]}"], check=True)
     for kind in ("host", "forked"):
         if (envs[kind] / "bin" / "python").exists():
             continue
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(envs[kind])], check=True)
         shutil.copytree(_site(envs["stock"]), _site(envs[kind]), dirs_exist_ok=True, symlinks=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                        str(_site(envs[kind])), str(wheels[kind])], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", "--prefix",
+                        str(envs[kind]), str(wheels[kind])], check=True)
     return envs
 
 

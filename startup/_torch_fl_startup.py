@@ -21,12 +21,16 @@ _BOOTSTRAP = "torch_fl._bootstrap"
 
 
 class TorchImportHook:
-    """``sys.meta_path`` entry: on the first lookup of ``torch``, run torch_fl's bootstrap, then step aside."""
+    """``sys.meta_path`` entry: on a lookup of ``torch``, run torch_fl's bootstrap (its work is done once).
+
+    It answers every lookup of ``torch`` until torch is imported, not only the
+    first: ``importlib.util.find_spec("torch")`` (libraries probing whether torch
+    is installed) comes before the import and must get the same answer.
+    """
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "torch":
             return None
-        uninstall()
         # The torch_fl package installed beside this module (the same wheel).
         pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_fl")
         if not os.path.isfile(os.path.join(pkg, "compatibility.json")):
@@ -70,7 +74,7 @@ def install():
 def uninstall():
     global _hook
     if _hook is not None:
-        try:
+        try:  # noqa: SIM105 - importing contextlib would cost start-up time
             sys.meta_path.remove(_hook)
         except ValueError:
             pass

@@ -41,6 +41,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
+from importlib.machinery import ModuleSpec
+from typing import Any
+
+#: compatibility.json, parsed (manifests/compatibility.schema.json), and one of its ELF records.
+Manifest = dict[str, Any]
+Record = dict[str, Any]
 
 __all__ = ["BootstrapError", "ensure", "on_torch_import", "load_manifest", "view_of_torch"]
 
@@ -56,14 +63,14 @@ class BootstrapError(ImportError):
 
 # Per package directory: the outcome of the work done before torch (the startup
 # hook and ``ensure`` may both ask; the work runs once).
-_done: dict[str, object] = {}
+_done: dict[str, str | None] = {}  # package dir -> the view entry (forked-libtorch) or None
 _errors: dict[str, BootstrapError] = {}
 
 
 # -- the manifest -------------------------------------------------------------------
 
 
-def load_manifest(pkg: str) -> dict | None:
+def load_manifest(pkg: str) -> Manifest | None:
     """``torch_fl/compatibility.json`` of the installation at ``pkg``; None for a development build."""
     path = os.path.join(pkg, MANIFEST)
     try:
@@ -73,7 +80,7 @@ def load_manifest(pkg: str) -> dict | None:
         # `pip install .` / editable builds have no manifest: only torch-fl-build writes it.
         return None
     try:
-        manifest = json.loads(data)
+        manifest: Manifest = json.loads(data)
         kind = manifest["bundle"]["kind"]
         manifest["elf"]  # noqa: B018 - presence check
     except (ValueError, KeyError, TypeError) as exc:
@@ -93,15 +100,15 @@ def _sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _wheel_label(manifest: dict) -> str:
+def _wheel_label(manifest: Manifest) -> str:
     return f"torch_fl {manifest['wheel']['version']}"
 
 
-def _reinstall(manifest: dict) -> str:
+def _reinstall(manifest: Manifest) -> str:
     return f"pip install --force-reinstall --no-deps torch_fl=={manifest['wheel']['version']}"
 
 
-def _bundled_files(pkg: str, manifest: dict) -> list[tuple[dict, str]]:
+def _bundled_files(pkg: str, manifest: Manifest) -> list[tuple[Record, str]]:
     """(ELF record, installed path) of every bundled library; raises when one is missing."""
     directory = manifest["bundle"].get("directory")
     if not directory:
@@ -143,7 +150,7 @@ def _installed_torch() -> tuple[str, str | None]:
     return torch_dir, version
 
 
-def _check_exact_torch(manifest: dict, torch_dir: str, version: str | None) -> None:
+def _check_exact_torch(manifest: Manifest, torch_dir: str, version: str | None) -> None:
     """cuda-assets and forked-libtorch bundle libtorch pieces: only the exact torch they came from works."""
     requirement = manifest["torch"]["requirement"].replace(" ", "")
     if not requirement.startswith("torch=="):
@@ -185,7 +192,7 @@ def _private_dir(path: str, *, create: bool) -> None:
                              f"(mode {st.st_mode & 0o777:o}); chmod 700 {path}, or {fix}")
 
 
-def _view_plan(pkg: str, manifest: dict, torch_dir: str) -> dict[str, str]:
+def _view_plan(pkg: str, manifest: Manifest, torch_dir: str) -> dict[str, str]:
     """The view's symlinks, relative path -> target: the installed torch with the vendor core libraries."""
     links: dict[str, str] = {}
     for name in sorted(os.listdir(torch_dir)):
@@ -194,12 +201,12 @@ def _view_plan(pkg: str, manifest: dict, torch_dir: str) -> dict[str, str]:
     lib = os.path.join(torch_dir, "lib")
     for name in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
         links[f"torch/lib/{name}"] = os.path.join(lib, name)
-    for rec, path in _bundled_files(pkg, manifest):
+    for _, path in _bundled_files(pkg, manifest):
         links[f"torch/lib/{os.path.basename(path)}"] = os.path.realpath(path)
     return links
 
 
-def _view_key(pkg: str, manifest: dict, torch_dir: str, version: str | None, links: dict[str, str]) -> str:
+def _view_key(pkg: str, manifest: Manifest, torch_dir: str, version: str | None, links: dict[str, str]) -> str:
     """A name that changes with the installed torch or the wheel (its files' sizes and times, its manifest hash)."""
     def sig(path: str) -> list[int]:
         try:
@@ -249,7 +256,7 @@ def _build_view(views: str, key: str, links: dict[str, str]) -> str:
     return tmp
 
 
-def view_of_torch(pkg: str, manifest: dict) -> str:
+def view_of_torch(pkg: str, manifest: Manifest) -> str:
     """The cache entry whose ``torch/`` is the installed torch with the bundled core libraries; made if needed.
 
     Safe when many processes import at once: entries are built in a temporary
@@ -286,10 +293,8 @@ def view_of_torch(pkg: str, manifest: dict) -> str:
                         f"remove it (rm -rf {entry}) or set FLAGOS_CACHE_DIR to another directory") from None
             os.rename(tmp, entry)
             if trash is not None:
-                import shutil
-
-                shutil.rmtree(trash, ignore_errors=True) if os.path.isdir(trash) and not os.path.islink(trash) \
-                    else os.unlink(trash)
+                _remove(trash)
+            _prune(views, keep=entry)
     except OSError as exc:
         raise BootstrapError(f"torch_fl cannot build its view of torch in {views} ({exc.strerror}: "
                              f"{exc.filename}); set FLAGOS_CACHE_DIR to a writable directory you own") from None
@@ -301,7 +306,35 @@ def view_of_torch(pkg: str, manifest: dict) -> str:
     return entry
 
 
-def _torch_spec_from(entry: str):  # -> importlib.machinery.ModuleSpec
+def _remove(path: str) -> None:
+    import shutil
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:  # noqa: SIM105 - contextlib is one more import at import time
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _prune(views: str, keep: str) -> None:
+    """Remove entries whose torch is gone (uninstalled or moved): no process can be using them.
+
+    Entries of a torch that is still installed stay, even when another key is
+    current: a running process may import from them at any time (torch imports
+    submodules lazily).  Runs under the lock, only when an entry was just built.
+    """
+    for name in os.listdir(views):
+        path = os.path.join(views, name)
+        if path == keep or name == ".lock":
+            continue
+        # Views are only built under the lock this process holds: a .tmp- is a crashed build.
+        if name.startswith((".tmp-", ".trash-")) or not os.path.exists(os.path.join(path, "torch", "__init__.py")):
+            _remove(path)
+
+
+def _torch_spec_from(entry: str) -> ModuleSpec:
     from importlib.machinery import PathFinder
 
     spec = PathFinder.find_spec("torch", [entry])
@@ -311,17 +344,20 @@ def _torch_spec_from(entry: str):  # -> importlib.machinery.ModuleSpec
 
 
 class _ViewFinder:
-    """One-shot ``sys.meta_path`` entry: the next ``import torch`` comes from the view."""
+    """``sys.meta_path`` entry: every lookup of ``torch`` is answered from the view.
 
-    def __init__(self, spec) -> None:
-        self.spec = spec
+    It stays in place: a library may call ``importlib.util.find_spec("torch")``
+    long before anything imports torch, and the import must still come from the
+    view.  Once torch is in ``sys.modules`` nobody asks the finders again.
+    """
 
-    def find_spec(self, fullname: str, path=None, target=None):
+    def __init__(self, entry: str) -> None:
+        self.entry = entry
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
         if fullname != "torch":
             return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        return self.spec
+        return _torch_spec_from(self.entry)
 
     def invalidate_caches(self) -> None:
         pass
@@ -330,13 +366,13 @@ class _ViewFinder:
 # -- cuda-assets: preloading ------------------------------------------------------------
 
 
-def load_order(records: list[dict]) -> list[dict]:
+def load_order(records: list[Record]) -> list[Record]:
     """Bundled records, every library after the bundled libraries it needs (DT_NEEDED), else in manifest order."""
     by_soname = {rec.get("soname") or os.path.basename(rec["path"]): rec for rec in records}
-    ordered: list[dict] = []
+    ordered: list[Record] = []
     state: dict[str, int] = {}  # 1: visiting, 2: placed
 
-    def visit(rec: dict) -> None:
+    def visit(rec: Record) -> None:
         name = rec.get("soname") or os.path.basename(rec["path"])
         if state.get(name):
             return  # placed, or a cycle (the loader resolves those itself)
@@ -380,7 +416,7 @@ def _missing_dependency(message: str) -> str | None:
     return os.path.basename(head.strip()) if sep else None
 
 
-def _preload_cuda_assets(pkg: str, manifest: dict) -> None:
+def _preload_cuda_assets(pkg: str, manifest: Manifest) -> None:
     import ctypes
 
     torch_dir, version = _installed_torch()
@@ -391,7 +427,7 @@ def _preload_cuda_assets(pkg: str, manifest: dict) -> None:
         for name in os.listdir(d):
             if ".so" in name:
                 index.setdefault(name, os.path.join(d, name))
-    loaded: dict[str, object] = {}
+    loaded: dict[str, Any] = {}
 
     def load(path: str, depth: int = 0) -> None:
         # A library whose dependency sits in another package's directory (CUDA 12:
@@ -425,7 +461,7 @@ def _preload_cuda_assets(pkg: str, manifest: dict) -> None:
 # -- native-sdk ----------------------------------------------------------------------------
 
 
-def runtime_directories(manifest: dict, environ: os._Environ | dict[str, str] | None = None) -> list[tuple[str, dict]]:
+def runtime_directories(manifest: Manifest, environ: Mapping[str, str] | None = None) -> list[tuple[str, Record]]:
     """(directory on this machine, manifest record) per runtime directory, re-rooted where its env var is set."""
     env = os.environ if environ is None else environ
     root = (manifest.get("sdk") or {}).get("root")
@@ -447,7 +483,7 @@ def runtime_directories(manifest: dict, environ: os._Environ | dict[str, str] | 
     return out
 
 
-def _check_native_sdk(manifest: dict) -> None:
+def _check_native_sdk(manifest: Manifest) -> None:
     sdk = (manifest.get("sdk") or {}).get("name", "vendor")
     platform = manifest.get("platform", "?")
     overridden: list[str] = []
@@ -487,7 +523,7 @@ def _mapped() -> set[str]:
         return set()
 
 
-def _check_loaded(pkg: str, manifest: dict) -> None:
+def _check_loaded(pkg: str, manifest: Manifest) -> None:
     """torch is already imported: the bundled libraries must be the ones mapped (and, forked, not the stock ones)."""
     kind = manifest["x-kind"]
     bundled = _bundled_files(pkg, manifest)
@@ -525,33 +561,32 @@ def _check_loaded(pkg: str, manifest: dict) -> None:
 # -- entry points -------------------------------------------------------------------------
 
 
-def _prepare_before_torch(pkg: str, manifest: dict):
-    """The kind's work before torch loads; returns the spec torch must be imported from, or None."""
+def _prepare_before_torch(pkg: str, manifest: Manifest) -> str | None:
+    """The kind's work before torch loads, once; returns the view torch must be imported from, or None."""
     kind = manifest["x-kind"]
-    if pkg in _done:
-        return _done[pkg]
-    if kind == "cuda-assets":
-        _preload_cuda_assets(pkg, manifest)
-        _done[pkg] = None
-        return None
-    if kind == "forked-libtorch":
-        spec = _torch_spec_from(view_of_torch(pkg, manifest))
-        _done[pkg] = spec
-        return spec
-    return None
+    if pkg not in _done:
+        if kind == "cuda-assets":
+            _preload_cuda_assets(pkg, manifest)
+            _done[pkg] = None
+        elif kind == "forked-libtorch":
+            _done[pkg] = view_of_torch(pkg, manifest)
+    return _done.get(pkg)
 
 
-def on_torch_import(pkg: str):
+def on_torch_import(pkg: str) -> ModuleSpec | None:
     """The startup hook's call, as ``torch`` is about to be imported: the spec to import it from, or None.
 
     Never raises: ``import torch`` must not fail because of torch_fl's hook.  A
     failure is kept and reported by ``import torch_fl`` (torch's autoload).
     """
+    if pkg in _errors:
+        return None
     try:
         manifest = load_manifest(pkg)
         if manifest is None or manifest["x-kind"] not in _BEFORE_TORCH:
             return None
-        return _prepare_before_torch(pkg, manifest)
+        entry = _prepare_before_torch(pkg, manifest)
+        return None if entry is None else _torch_spec_from(entry)
     except BootstrapError as exc:
         _errors[pkg] = exc
     except Exception as exc:  # noqa: BLE001 - the hook must never break `import torch`
@@ -576,6 +611,6 @@ def ensure(pkg: str) -> None:
         return
     if pkg in _errors:
         raise _errors[pkg]
-    spec = _prepare_before_torch(pkg, manifest)
-    if spec is not None:
-        sys.meta_path.insert(0, _ViewFinder(spec))
+    entry = _prepare_before_torch(pkg, manifest)
+    if entry is not None and not any(isinstance(f, _ViewFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ViewFinder(entry))

@@ -102,7 +102,7 @@ def stock_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = tmp_path_factory.mktemp("stock") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "--target", str(_site(env_dir)), f"torch=={torch_version}"], check=True, timeout=900)
+                    "--ignore-installed", "--prefix", str(env_dir), f"torch=={torch_version}"], check=True, timeout=900)
     return env_dir
 
 
@@ -158,7 +158,7 @@ def _make_venv(kind: str, wheel: Path, stock: Path, base: Path) -> Venv:
     shutil.copytree(_site(stock), _site(root), dirs_exist_ok=True, symlinks=True)
     hashes = torch_tree_hashes(_site(root))
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                    "--target", str(_site(root)), str(wheel)], check=True, timeout=600)
+                    "--ignore-installed", "--prefix", str(root), str(wheel)], check=True, timeout=600)
     cache = base / "cache"
     return Venv(kind, root, wheel, cache, hashes)
 

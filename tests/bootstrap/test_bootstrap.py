@@ -225,3 +225,18 @@ def test_the_key_does_not_read_whole_libraries(install, monkeypatch: pytest.Monk
     monkeypatch.setattr(hashlib, "sha256", counting)
     _view(pkg)
     assert hashed and max(hashed) < 1 << 20
+
+
+def test_entries_of_a_torch_that_is_gone_are_pruned_when_a_view_is_built(install, tmp_path: Path) -> None:
+    pkg = install()
+    entry = _view(pkg)
+    views = entry.parent
+    gone = views / ("0" * 32)
+    (gone / "torch").mkdir(parents=True)
+    (gone / "torch" / "__init__.py").symlink_to(tmp_path / "uninstalled-torch" / "__init__.py")
+    crashed = views / ".tmp-crashed-1-ab"
+    crashed.mkdir()
+    (install.site / "torch" / "lib" / "libtorch_python.so").write_bytes(b"torch reinstalled")
+    new = _view(pkg)
+    assert new != entry
+    assert sorted(p.name for p in views.iterdir()) == sorted([".lock", entry.name, new.name])

@@ -117,8 +117,8 @@ def test_read_only_site_packages_works(forked: Venv, tmp_path: Path) -> None:
         pytest.skip("needs a private mount namespace (unshare -m) to make site-packages read-only")
     site = str(forked.site)
     check = ("import os, errno\n"
-             "try:\n    open(os.path.join(%r, 'probe'), 'w')\nexcept OSError as e:\n    assert e.errno == errno.EROFS\n"
-             "else:\n    raise SystemExit('site-packages is writable')\n" % site) + _REPORT
+             f"try:\n    open(os.path.join({site!r}, 'probe'), 'w')\nexcept OSError as e:\n"
+             "    assert e.errno == errno.EROFS\nelse:\n    raise SystemExit('site-packages is writable')\n") + _REPORT
     script = tmp_path / "ro.py"
     script.write_text(check)
     cache = tmp_path / "cache"

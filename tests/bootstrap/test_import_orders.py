@@ -10,70 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import Venv, torch_tree_hashes
+from orders import ORDERS, run_order
 
 pytestmark = [pytest.mark.wheel, pytest.mark.compile, pytest.mark.slow]
 
-_PROBE = r'''
-import json, os, sys
-
-def probe():
-    import torch
-    x = torch.ones(2, 3, device="flagos")
-    total = (x + x).sum().item()
-    maps = sorted({line.split(None, 5)[5].strip() for line in open("/proc/self/maps")
-                   if line.count(" ") >= 5 and ".so" in line})
-    return {"torch_file": torch.__file__, "sum": total, "device": str(x.device), "maps": maps, "pid": os.getpid()}
-
-def child(queue):
-    queue.put(probe())
-'''
-
-ORDERS = {
-    "import torch alone": "print(json.dumps(probe()))",
-    "torch_fl then torch": "import torch_fl\nimport torch\nprint(json.dumps(probe()))",
-    "torch then torch_fl": "import torch\nimport torch_fl\nprint(json.dumps(probe()))",
-    "multiprocessing spawn child": """
-if __name__ == "__main__":
-    import multiprocessing
-    import torch, torch_fl
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=child, args=(queue,))
-    proc.start()
-    result = queue.get(timeout=300)
-    proc.join(60)
-    assert result["pid"] != os.getpid()
-    print(json.dumps(result))
-""",
-    "python -c subprocess importing only torch": """
-import subprocess
-import torch, torch_fl
-out = subprocess.run([sys.executable, "-c", "import torch, json; x = torch.ones(2, 3, device='flagos'); "
-                      "maps = sorted({l.split(None, 5)[5].strip() for l in open('/proc/self/maps') "
-                      "if l.count(' ') >= 5 and '.so' in l}); "
-                      "print(json.dumps({'torch_file': torch.__file__, 'sum': (x + x).sum().item(), "
-                      "'device': str(x.device), 'maps': maps}))"], capture_output=True, text=True, check=True)
-print(out.stdout.strip().splitlines()[-1])
-""",
-    "TORCH_DEVICE_BACKEND_AUTOLOAD=0 then import torch_fl": "import torch_fl\nprint(json.dumps(probe()))",
-}
-
-
-def run_order(venv: Venv, order: str, tmp_path: Path, **env: str) -> dict:
-    script = tmp_path / "order.py"
-    script.write_text(_PROBE + ORDERS[order])
-    extra = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"} if "AUTOLOAD=0" in order else {}
-    extra.update(env)
-    proc = subprocess.run([str(venv.python), str(script)], capture_output=True, text=True, cwd=tmp_path,
-                          env=venv.env(**extra), timeout=600)
-    assert proc.returncode == 0, f"{order}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def run(venv: Venv, order: str, tmp_path: Path, **env: str) -> dict:
+    return run_order(venv.python, order, tmp_path, venv.env(**env))
 
 
 def assert_forked_maps(venv: Venv, maps: list[str]) -> None:
@@ -86,7 +33,7 @@ def assert_forked_maps(venv: Venv, maps: list[str]) -> None:
 
 @pytest.mark.parametrize("order", list(ORDERS))
 def test_forked_every_import_order_maps_the_bundled_core_libraries(forked: Venv, order: str, tmp_path: Path) -> None:
-    result = run_order(forked, order, tmp_path)
+    result = run(forked, order, tmp_path)
     assert result["sum"] == 12.0 and result["device"] == "flagos:0"
     assert_forked_maps(forked, result["maps"])
     # torch came from the private view, never from a modified installation.
@@ -95,7 +42,7 @@ def test_forked_every_import_order_maps_the_bundled_core_libraries(forked: Venv,
 
 @pytest.mark.parametrize("order", list(ORDERS))
 def test_host_every_import_order_works(host: Venv, order: str, tmp_path: Path) -> None:
-    result = run_order(host, order, tmp_path)
+    result = run(host, order, tmp_path)
     assert result["sum"] == 12.0 and result["device"] == "flagos:0"
     assert os.path.realpath(host.site / "torch_fl" / "lib" / "libflagos_hostrt.so") in result["maps"]
     assert result["torch_file"] == str(host.site / "torch" / "__init__.py")
@@ -131,7 +78,7 @@ def test_the_hook_does_no_work_until_torch_is_imported(forked: Venv) -> None:
 
 
 def test_forked_without_the_hook_import_torch_fl_first_still_works(forked: Venv, tmp_path: Path) -> None:
-    result = run_order(forked, "torch_fl then torch", tmp_path, FLAGOS_NO_STARTUP_HOOK="1")
+    result = run(forked, "torch_fl then torch", tmp_path, FLAGOS_NO_STARTUP_HOOK="1")
     assert_forked_maps(forked, result["maps"])
 
 
