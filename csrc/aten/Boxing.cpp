@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -147,23 +148,46 @@ struct NativeViews {
   // Maps a kernel result back to flagos: the argument itself for in-place and
   // out= results, a flagos view for results aliasing an argument, else the
   // result adopted or copied (from_native).
-  at::Tensor to_flagos(const at::Tensor& result, c10::Device device) const {
+  at::Tensor to_flagos(const at::Tensor& result, c10::Device device) {
     if (!result.defined() || result.device().type() == c10::DeviceType::PrivateUse1) return result;
-    for (size_t k = 0; k < views.size(); ++k) {
-      if (result.unsafeGetTensorImpl() == views[k].unsafeGetTensorImpl()) return device_tensors[k];
+    const auto k = find(result);
+    if (!k.has_value()) return from_native(result, device);
+    if (result.unsafeGetTensorImpl() == views[*k].unsafeGetTensorImpl()) return device_tensors[*k];
+    auto alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(device_tensors[*k].storage()),
+                                                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                          result.dtype());
+    alias.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());
+    return alias;
+  }
+
+ private:
+  // The view `result` is, or else shares storage with.  Foreach ops pass and
+  // return hundreds of tensors, so past a few views the lookup is indexed.
+  std::optional<size_t> find(const at::Tensor& result) {
+    const void* impl = result.unsafeGetTensorImpl();
+    const void* storage = result.storage().unsafeGetStorageImpl();
+    if (views.size() <= 8) {
+      for (size_t k = 0; k < views.size(); ++k) {
+        if (views[k].unsafeGetTensorImpl() == impl) return k;
+      }
+      for (size_t k = 0; k < views.size(); ++k) {
+        if (views[k].storage().unsafeGetStorageImpl() == storage) return k;
+      }
+      return std::nullopt;
     }
-    for (size_t k = 0; k < views.size(); ++k) {
-      if (result.storage().is_alias_of(views[k].storage())) {
-        auto alias = at::detail::make_tensor<c10::TensorImpl>(
-            c10::Storage(device_tensors[k].storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-            result.dtype());
-        alias.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(),
-                                                           result.storage_offset());
-        return alias;
+    if (by_impl.empty()) {
+      for (size_t k = 0; k < views.size(); ++k) {
+        by_impl.emplace(views[k].unsafeGetTensorImpl(), k);
+        by_storage.emplace(views[k].storage().unsafeGetStorageImpl(), k);
       }
     }
-    return from_native(result, device);
+    if (auto it = by_impl.find(impl); it != by_impl.end()) return it->second;
+    if (auto it = by_storage.find(storage); it != by_storage.end()) return it->second;
+    return std::nullopt;
   }
+
+  std::unordered_map<const void*, size_t> by_impl;
+  std::unordered_map<const void*, size_t> by_storage;
 };
 
 bool is_written(const c10::Argument& argument) {

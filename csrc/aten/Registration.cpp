@@ -4,6 +4,8 @@
 #include <torch/library.h>
 
 #include "aten/Boxing.h"
+#include "aten/Registration.h"
+#include "runtime/DeviceRuntime.h"
 #include "aten/NativeOps.h"
 #include "aten/OverrideableOps.h"
 
@@ -33,6 +35,37 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 // call); routing the functional op itself runs PyTorch's CPU functional kernel.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
+}
+
+// PyTorch runs a structured op (add.Tensor, add_.Tensor) on a backend without
+// its own kernel through a generic kernel that allocates the output on that
+// backend and calls the out= variant: two shape passes, a flagos allocation and
+// an extra boxed call per op.  Where kernel results already are device memory
+// (cuda), routing the op itself is cheaper: the kernel device allocates the
+// result once and flagos adopts it.  The set is read from the dispatcher
+// (every aten op with a CompositeExplicitAutogradNonFunctional kernel and a
+// kernel for the kernel device type), never kept by hand.
+void register_direct_structured_ops() {
+  static const bool registered = [] {
+    if (!runtime::kernel_outputs_are_device_memory()) return false;
+    auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
+                                       __LINE__);  // lives as long as the process
+    const auto kernel_key = c10::computeDispatchKey(std::nullopt, c10::kStrided, runtime::kernel_device_type());
+    auto& dispatcher = c10::Dispatcher::singleton();
+    for (const auto& name : dispatcher.getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      const auto op = dispatcher.findOp(name);
+      if (!op.has_value() || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          !op->hasKernelForDispatchKey(kernel_key)) {
+        continue;
+      }
+      const auto short_name = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+      library->impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
+    }
+    return true;
+  }();
+  (void)registered;
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/python_numbers.h>
 #include <torch/csrc/utils/python_strings.h>
 
+#include "aten/Registration.h"
 #include "aten/Routing.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
@@ -203,6 +204,9 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_fl._C", "The flagos devi
 }  // namespace
 
 PyMODINIT_FUNC PyInit__C(void) {
+  HANDLE_TH_ERRORS
   torch_fl::register_hooks();
+  torch_fl::aten::register_direct_structured_ops();
   return PyModule_Create(&module_def);
+  END_HANDLE_TH_ERRORS
 }
