@@ -24,6 +24,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,10 +38,10 @@ VERSION = 1
 def _child(args: argparse.Namespace) -> dict:
     """Run configure/build (not timed), then bundle..write (timed); report own peak memory."""
     sys.path.insert(0, str(REPO / "tests" / "packaging"))
-    import synthetic  # noqa: PLC0415  (compiled stand-in plugin)
-    from torch_fl_packaging.build import build  # noqa: PLC0415
-    from torch_fl_packaging.configure import configure  # noqa: PLC0415
-    from torch_fl_packaging.pipeline import Reporter, assemble  # noqa: PLC0415
+    import synthetic
+    from torch_fl_packaging.build import build
+    from torch_fl_packaging.configure import configure
+    from torch_fl_packaging.pipeline import Reporter, assemble
 
     work = Path(args.work)
     cfg = configure(platform="cuda", source_dir=REPO, out_dir=work / "out",
@@ -74,6 +75,8 @@ def main() -> int:
     p.add_argument("--cuda-wheel", help="the CUDA torch wheel (default: download into the user cache)")
     p.add_argument("--jobs", type=int, default=None, help="compression threads (default: CPU count)")
     p.add_argument("--level", type=int, default=6)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="alternate assembly and zip this many times; report the medians (a shared machine is noisy)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--work", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -83,8 +86,40 @@ def main() -> int:
     if not shutil.which("zip"):
         print("assemble_wheel: zip is not installed — apt-get install zip", file=sys.stderr)
         return 2
+    runs: list[dict] = []
+    for _ in range(max(1, args.repeat)):
+        run = _one_round(args)
+        if run is None:
+            return 1
+        runs.append(run)
+    mid = sorted(runs, key=lambda r: r["assemble_s"])[len(runs) // 2]
+    zip_s = statistics.median(r["zip_baseline_s"] for r in runs)
+    assemble_s = statistics.median(r["assemble_s"] for r in runs)
+    result = {
+        "version": VERSION,
+        "benchmark": "assemble_wheel",
+        "payload": "cuda-assets: CUDA libraries of the CUDA torch wheel + a compiled stand-in plugin",
+        "cpus": os.cpu_count(),
+        "load_average_at_start": runs[0]["load_average"],
+        "level": args.level,
+        "repeat": len(runs),
+        **{k: v for k, v in mid.items() if k not in ("assemble_s", "zip_baseline_s", "load_average")},
+        "assemble_s": round(assemble_s, 3),
+        "zip_baseline_s": round(zip_s, 3),
+        "ratio_assemble_to_zip": round(assemble_s / zip_s, 3),
+        "runs": [{"assemble_s": r["assemble_s"], "zip_baseline_s": r["zip_baseline_s"]} for r in runs],
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "goals": {"assemble_not_slower_than_zip": assemble_s <= zip_s,
+                  "peak_rss_le_300mb": max(r["peak_rss_mb"] for r in runs) <= 300},
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _one_round(args: argparse.Namespace) -> dict | None:
     work = Path(tempfile.mkdtemp(prefix="assemble-bench-"))
     try:
+        load = os.getloadavg()[0]
         cmd = [sys.executable, __file__, "--child", "--work", str(work), "--level", str(args.level)]
         if args.cuda_wheel:
             cmd += ["--cuda-wheel", args.cuda_wheel]
@@ -93,34 +128,21 @@ def main() -> int:
         env = dict(os.environ)
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         env.setdefault("SOURCE_DATE_EPOCH", "1700000000")
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if proc.returncode != 0:
             print(proc.stderr[-3000:], file=sys.stderr)
-            return 1
+            return None
         child = json.loads(proc.stdout.strip().splitlines()[-1])
         stage = Path(child.pop("stage_dir"))
         zip_out = work / "baseline.zip"
         t = time.perf_counter()
         subprocess.run(["zip", "-r", f"-{args.level}", "-q", str(zip_out), "."], cwd=stage, check=True)
-        zip_s = time.perf_counter() - t
-        result = {
-            "version": VERSION,
-            "benchmark": "assemble_wheel",
-            "payload": "cuda-assets: CUDA libraries of the CUDA torch wheel + a compiled stand-in plugin",
-            "cpus": os.cpu_count(),
-            "level": args.level,
-            **child,
-            "zip_baseline_s": round(zip_s, 3),
-            "zip_baseline_bytes": zip_out.stat().st_size,
-            "ratio_assemble_to_zip": round(child["assemble_s"] / zip_s, 3),
-            "goals": {"assemble_not_slower_than_zip": child["assemble_s"] <= zip_s,
-                      "peak_rss_le_300mb": child["peak_rss_mb"] <= 300},
-        }
-        print(json.dumps(result, indent=2))
-        return 0
+        child["zip_baseline_s"] = round(time.perf_counter() - t, 3)
+        child["zip_baseline_bytes"] = zip_out.stat().st_size
+        child["load_average"] = round(load, 2)
+        return child
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     sys.exit(main())

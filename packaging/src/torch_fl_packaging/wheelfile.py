@@ -5,7 +5,8 @@ cuda-assets payload is dominated by one library of several hundred megabytes.
 Here each file is cut into fixed 4 MiB chunks that worker threads deflate
 independently (zlib releases the GIL); each chunk is primed with the previous
 32 KiB as its dictionary and ends with a sync flush, so the concatenation is one
-valid deflate stream (the technique of pigz).  Chunk boundaries are fixed, so
+valid deflate stream (the technique of pigz); chunks that sampling shows to be
+incompressible are stored rather than deflated.  Chunk boundaries are fixed, so
 the output depends only on the input bytes and ``SOURCE_DATE_EPOCH``: two runs
 give byte-identical wheels.  Memory stays bounded by the chunks in flight.
 
@@ -57,8 +58,27 @@ def _dos_datetime(epoch: int) -> tuple[int, int]:
     return dostime, dosdate
 
 
+#: Sampling a chunk before deflating it: three 32 KiB probes at level 1.  About two
+#: thirds of libtorch_cuda.so is compressed CUDA fatbin that deflate cannot shrink
+#: (ratio 1.000) but spends as long on as on compressible code; such chunks go into
+#: the stream as stored blocks (deflate's own format for incompressible data).
+_PROBE = 32 << 10
+_INCOMPRESSIBLE = 0.97
+
+
+def _incompressible(data: bytes) -> bool:
+    if len(data) < 4 * _PROBE:
+        return False
+    spots = (0, len(data) // 2, len(data) - _PROBE)
+    raw = sum(len(data[o:o + _PROBE]) for o in spots)
+    packed = sum(len(zlib.compress(data[o:o + _PROBE], 1)) for o in spots)
+    return packed >= _INCOMPRESSIBLE * raw
+
+
 def _deflate(data: bytes, dictionary: bytes | None, level: int, last: bool) -> bytes:
-    if dictionary:
+    if _incompressible(data):
+        level = 0
+    if dictionary and level > 0:
         c = zlib.compressobj(level, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, dictionary)
     else:
         c = zlib.compressobj(level, zlib.DEFLATED, -15, 9)
