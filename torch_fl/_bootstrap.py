@@ -416,7 +416,18 @@ def _missing_dependency(message: str) -> str | None:
     return os.path.basename(head.strip()) if sep else None
 
 
+#: The NVIDIA driver's SONAMEs: the target system provides them, never a wheel.
+_DRIVER = ("libcuda.so.1", "libcuda.so")
+#: Loaded before torch or PyTorch keeps its stub CUDA hooks.
+_CUDA_CORE = ("libtorch_cuda.so", "libc10_cuda.so")
+
+
+class _NeedsDriver(Exception):
+    """A library (or one it needs) links the NVIDIA driver, which is not installed."""
+
+
 def _preload_cuda_assets(pkg: str, manifest: Manifest) -> None:
+    import contextlib
     import ctypes
 
     torch_dir, version = _installed_torch()
@@ -439,6 +450,8 @@ def _preload_cuda_assets(pkg: str, manifest: Manifest) -> None:
                 return
             except OSError as exc:
                 missing = _missing_dependency(str(exc))
+                if missing in _DRIVER:
+                    raise _NeedsDriver(path) from None
                 if depth < 16 and missing and missing in index and index[missing] not in loaded:
                     load(index[missing], depth + 1)
                     continue
@@ -452,10 +465,20 @@ def _preload_cuda_assets(pkg: str, manifest: Manifest) -> None:
     for rec, _ in bundled:
         for dep in rec.get("needed", []):
             if dep not in bundled_sonames and dep in index:
-                load(index[dep])
+                with contextlib.suppress(_NeedsDriver):  # it links the driver itself: see below
+                    load(index[dep])
     paths = {rec["path"]: path for rec, path in bundled}
     for rec in load_order([rec for rec, _ in bundled]):
-        load(paths[rec["path"]])
+        try:
+            load(paths[rec["path"]])
+        except _NeedsDriver:
+            # Without a driver PyTorch still imports: it loads the pieces that link the driver
+            # (the NVRTC glue) on demand and then reports the driver missing.  The core pair
+            # must load now, or the CUDA hooks are the stub ones.
+            if os.path.basename(rec["path"]) in _CUDA_CORE:
+                raise BootstrapError(
+                    f"{_wheel_label(manifest)} cannot load {paths[rec['path']]} without the NVIDIA driver "
+                    f"({' or '.join(_DRIVER)} is not installed); install the NVIDIA driver") from None
 
 
 # -- native-sdk ----------------------------------------------------------------------------

@@ -78,6 +78,16 @@ def cuda_venv(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory)
     for entry in stock_site.iterdir():
         if entry.name not in _SKIP and not entry.name.startswith(("pip-", "setuptools-")):
             (site / entry.name).symlink_to(entry)
+    # The cached environment holds torch and the nvidia packages only (--no-deps); torch's own
+    # Python requirements go into this venv.
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    deps = [str(r) for r in map(Requirement, requires("torch") or [])
+            if not r.name.startswith(("nvidia-", "cuda-", "triton")) and (r.marker is None or r.marker.evaluate())]
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--ignore-installed", "--prefix", str(root), *deps],
+                   check=True, timeout=900)
     before = torch_tree_hashes(site)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed",
                     "--prefix", str(root), str(wheel)], check=True, timeout=900)
@@ -89,7 +99,8 @@ def cuda_venv(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory)
 def test_every_import_order_has_the_real_cuda_kernels_and_hooks(cuda_venv, order: str, tmp_path: Path) -> None:
     python, site, cache = cuda_venv
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLAGOS_", "PYTHON", "TORCH_DEVICE"))}
-    env.update(FLAGOS_TEST_PROBE_CUDA="1", FLAGOS_CACHE_DIR=str(cache))
+    # The cached torch was installed without bytecode; do not write it there.
+    env.update(FLAGOS_TEST_PROBE_CUDA="1", FLAGOS_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")
     report = run_order(python, order, tmp_path, env)
     assert report["sum"] == 12.0
     assert report["cuda_mm"] is True, "PyTorch has no CUDA kernel for aten::mm"
