@@ -118,3 +118,14 @@ def test_build_metadata_reads_the_recipe(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("FLAGOS_WHEEL_REQUIREMENTS", '["torch==2.13.0"]')
     assert build_metadata.dynamic_metadata("version").endswith("+maca3.8.1")
     assert build_metadata.dynamic_metadata("dependencies") == ["torch==2.13.0"]
+
+
+def test_readme_recipe_reference_is_current() -> None:
+    """packaging/README.md's key table is generated from the dataclass docs; the committed copy must match."""
+    from torch_fl_packaging.recipe import reference_markdown
+
+    text = (BUNDLERS.parent / "packaging" / "README.md").read_text()
+    begin = text.index("-->", text.index("<!-- BEGIN generated")) + 4
+    end = text.index("<!-- END generated")
+    assert text[begin:end].strip() == reference_markdown().strip(), \
+        "regenerate: python -c 'from torch_fl_packaging.recipe import reference_markdown as r; print(r())'"

@@ -43,6 +43,7 @@ __all__ = [
     "available_platforms",
     "load_recipe",
     "load_recipe_file",
+    "reference_markdown",
 ]
 
 #: The closed set of bundle kinds (design.md, "Bundle kinds").
@@ -66,7 +67,8 @@ class WheelSpec:
     """How the platform's wheel is named and where it is published."""
 
     local_version: str = _doc(
-        "Local version segment: '2.13.0+<local_version>'. May use {sdk_version}, {cuda_version}."
+        "Local version segment: '2.13.0+<local_version>'. May use {sdk_version}, "
+        "{sdk_version_nodots}, {cuda_version}."
     )
     python: str = _doc("The Python version (X.Y) the platform's release runner builds with.")
     index_lane: str = _doc("The package-index lane the wheel is published to.")
@@ -153,9 +155,6 @@ class VendorTorchSpec:
     )
     index: str | None = _doc("Package index the torch wheel is downloaded from.", None)
     index_env: str | None = _doc("Environment variable that overrides index.", None)
-    local_suffix: str | None = _doc(
-        "Local segment the vendor torch version must carry, e.g. cu130 (optional).", None
-    )
 
 
 @dataclass(frozen=True)
@@ -354,3 +353,19 @@ def load_recipe(platform: str, bundlers_dir: Path) -> Recipe:
         raise RecipeError("unknown platform", platform,
                           (hint + " " if hint else "") + "known: " + ", ".join(known))
     return load_recipe_file(path)
+
+
+def reference_markdown() -> str:
+    """The recipe keys and their meaning, as a Markdown table (rendered into packaging/README.md)."""
+    sections: list[tuple[Any, str]] = [
+        (Recipe, ""), (WheelSpec, "[wheel] "), (CiSpec, "[ci] "), (SdkSpec, "[sdk] "), (BundleSpec, "[bundle] "),
+        (RuntimeDirectory, "[[runtime]] "), (RepairSpec, "[repair] "), (VendorTorchSpec, "[vendor_torch] "),
+    ]
+    tables = {"wheel", "ci", "sdk", "bundle", "runtime", "repair", "vendor_torch"}
+    rows = ["| key | meaning |", "|---|---|"]
+    for cls, prefix in sections:
+        for f in dataclasses.fields(cls):
+            if cls is Recipe and f.name in tables:
+                continue
+            rows.append(f"| `{prefix}{f.name}` | {f.metadata['doc']} |")
+    return "\n".join(rows) + "\n"
