@@ -37,14 +37,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
 }
 
-// PyTorch runs a structured op (add.Tensor, add_.Tensor) on a backend without
-// its own kernel through a generic kernel that allocates the output on that
-// backend and calls the out= variant: two shape passes, a flagos allocation and
-// an extra boxed call per op.  Where kernel results already are device memory
-// (cuda), routing the op itself is cheaper: the kernel device allocates the
-// result once and flagos adopts it.  The set is read from the dispatcher
-// (every aten op with a CompositeExplicitAutogradNonFunctional kernel and a
-// kernel for the kernel device type), never kept by hand.
+// A backend without its own kernel for an op gets PyTorch's generic one where
+// the op has it, and never reaches the routed fallback:
+//  * structured ops (add.Tensor, add_.Tensor): a kernel that allocates the
+//    output on the backend and calls the out= variant -- two shape passes, a
+//    flagos allocation and one more boxed call per op;
+//  * CompositeExplicitAutograd ops with device kernels: a slow decomposition
+//    (foreach ops loop over single-tensor ops, native_layer_norm runs through
+//    batch_norm) where CUDA has one fused kernel.
+// Where kernel results already are device memory (cuda), routing such an op
+// itself is cheaper: the kernel device's own kernel runs and flagos adopts its
+// result.  The set is read from the dispatcher (every aten op with one of those
+// generic kernels and a kernel for the kernel device type), never kept by hand.
 void register_direct_structured_ops() {
   static const bool registered = [] {
     if (!runtime::kernel_outputs_are_device_memory()) return false;
@@ -56,8 +60,9 @@ void register_direct_structured_ops() {
       if (name.name.rfind("aten::", 0) != 0) continue;
       const auto op = dispatcher.findOp(name);
       if (!op.has_value() || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-          !op->hasKernelForDispatchKey(kernel_key)) {
+          !op->hasKernelForDispatchKey(kernel_key) ||
+          !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+            op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd))) {
         continue;
       }
       const auto short_name = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);

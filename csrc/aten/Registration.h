@@ -3,8 +3,9 @@
 
 namespace torch_fl::aten {
 
-// Routes structured ops (add.Tensor, add_.Tensor, ...) themselves instead of
-// through PyTorch's generic out= path; see Registration.cpp.  Idempotent.
+// Routes the ops PyTorch would otherwise run through a generic kernel (the
+// out= path of structured ops, slow composite decompositions) to the kernel
+// device's own kernels; see Registration.cpp.  Idempotent.
 void register_direct_structured_ops();
 
 }  // namespace torch_fl::aten
