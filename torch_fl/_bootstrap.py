@@ -41,13 +41,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
 from importlib.machinery import ModuleSpec
-from typing import Any
 
-#: compatibility.json, parsed (manifests/compatibility.schema.json), and one of its ELF records.
-Manifest = dict[str, Any]
-Record = dict[str, Any]
+# typing costs milliseconds to import, and this runs on every `import torch`:
+# the annotations are strings (see the __future__ import), checked by mypy only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    #: compatibility.json, parsed (manifests/compatibility.schema.json), and one of its ELF records.
+    Manifest = dict[str, Any]
+    Record = dict[str, Any]
 
 __all__ = ["BootstrapError", "ensure", "on_torch_import", "load_manifest", "view_of_torch"]
 
@@ -89,15 +94,20 @@ def load_manifest(pkg: str) -> Manifest | None:
     if manifest.get("schema_version") != 1:
         raise BootstrapError(f"{path} has schema_version {manifest.get('schema_version')!r}, which this torch_fl "
                              f"does not read; reinstall torch_fl: pip install --force-reinstall --no-deps torch_fl")
-    manifest["x-sha256"] = _sha256_bytes(data)
+    manifest["x-path"] = path
     manifest["x-kind"] = kind
     return manifest
 
 
 def _sha256_bytes(data: bytes) -> str:
-    import hashlib
+    import hashlib  # here, not at the top: only the forked kind needs it (it loads OpenSSL)
 
     return hashlib.sha256(data).hexdigest()
+
+
+def _sha256_file(path: str) -> str:
+    with open(path, "rb") as f:
+        return _sha256_bytes(f.read())
 
 
 def _wheel_label(manifest: Manifest) -> str:
@@ -217,7 +227,7 @@ def _view_key(pkg: str, manifest: Manifest, torch_dir: str, version: str | None,
 
     material = {
         "format": _VIEW_FORMAT, "torch": torch_dir, "torch_version": version, "pkg": os.path.realpath(pkg),
-        "manifest": manifest["x-sha256"], "links": links,
+        "manifest": _sha256_file(manifest["x-path"]), "links": links,
         # The installed torch's libraries (also those the view replaces) and the bundled ones.
         "stock": {name: sig(os.path.join(torch_dir, "lib", name))
                   for name in (os.listdir(os.path.join(torch_dir, "lib"))
