@@ -11,7 +11,6 @@
 #include <ATen/native/CPUFallback.h>
 
 #include "aten/NativeView.h"
-#include <c10/core/DeviceGuard.h>
 #include "aten/Routing.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosGenerator.h"
@@ -202,10 +201,9 @@ void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t first = stack->size() - arguments.size();
   const c10::Device device = op_device(*stack, first, arguments.size());
   const auto kernel_type = runtime::kernel_device_type();
-  // CPU kernels ignore the current device (and the guard costs a noticeable
-  // share of a small op); CUDA kernels launch on the current device and stream.
-  c10::OptionalDeviceGuard guard;
-  if (kernel_type != c10::kCPU) guard.reset_device(device);
+  // No device guard here: CPU kernels ignore the current device, and PyTorch's
+  // generated CUDA wrappers guard the device of their (kernel view) operands
+  // themselves; a second guard costs a noticeable share of a small op.
 
   NativeViews views;
   for (size_t i = 0; i < arguments.size(); ++i) {

@@ -7,6 +7,7 @@
 #include "aten/Registration.h"
 #include "runtime/DeviceRuntime.h"
 #include "aten/NativeOps.h"
+#include "aten/NativeView.h"
 #include "aten/OverrideableOps.h"
 
 namespace torch_fl::aten {
@@ -49,6 +50,27 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 // itself is cheaper: the kernel device's own kernel runs and flagos adopts its
 // result.  The set is read from the dispatcher (every aten op with one of those
 // generic kernels and a kernel for the kernel device type), never kept by hand.
+namespace {
+
+at::Tensor to_copy_on_kernel_device(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
+                                    std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                                    std::optional<bool> pin_memory, bool non_blocking,
+                                    std::optional<c10::MemoryFormat> memory_format) {
+  const auto target = device.value_or(self.device());
+  c10::Device kernel_target = target;
+  if (target.type() == c10::DeviceType::PrivateUse1) {
+    kernel_target = c10::Device(runtime::kernel_device_type(), target.has_index() ? target.index()
+                                                                                 : self.device().index());
+  }
+  auto result = at::_to_copy(native_view_if_flagos(self), dtype, layout, kernel_target, pin_memory, non_blocking,
+                             memory_format);
+  return target.type() == c10::DeviceType::PrivateUse1 ? from_native(result, c10::Device(target.type(),
+                                                                                          kernel_target.index()))
+                                                       : result;
+}
+
+}  // namespace
+
 void register_direct_structured_ops() {
   static const bool registered = [] {
     if (!runtime::kernel_outputs_are_device_memory()) return false;
@@ -68,6 +90,9 @@ void register_direct_structured_ops() {
       const auto short_name = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       library->impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
     }
+    // dtype conversions (every autocast cast): one kernel-device _to_copy on a
+    // kernel view, instead of a flagos allocation plus copy_ plus _copy_from.
+    library->impl("_to_copy", TORCH_FN(to_copy_on_kernel_device));
     return true;
   }();
   (void)registered;
