@@ -46,6 +46,9 @@ def make_cuda_torch_wheel(tmp: Path, torch_lib: Path, *, git_version: str | None
         for lib in (c10_cuda, torch_cuda, nvrtc):
             zf.write(lib, f"torch/lib/{lib.name}")
         zf.writestr(f"torch-{version}.dist-info/METADATA", meta)
+        zf.writestr(f"torch-{version}.dist-info/WHEEL",
+                    f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64\n")
+        zf.writestr(f"torch-{version}.dist-info/RECORD", "")
     return path
 
 

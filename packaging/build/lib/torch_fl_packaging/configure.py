@@ -251,7 +251,8 @@ def download_cuda_torch(version: str, recipe: Recipe) -> Path:
            "-i", index, "-d", str(cache), f"torch=={version}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        tail = [ln for ln in lines if ln.startswith("ERROR")][-1:] or lines[-1:] or ["?"]
         raise ConfigureError("cannot download the CUDA torch wheel", f"torch=={version} from {index}",
                              f"pass --vendor-torch PATH or set {spec.index_env} ({tail[0][:200]})")
     found = [p for p in sorted(cache.glob(pattern)) if "+cpu" not in p.name]
