@@ -50,6 +50,30 @@ c10::Device op_device(const torch::jit::Stack& stack, size_t first, size_t count
   return c10::Device(c10::DeviceType::PrivateUse1, runtime::current_device());
 }
 
+// What the boxing layer needs to know of an operator's schema, computed once
+// per operator (per thread) instead of on every call.
+struct OpPlan {
+  std::vector<bool> written;    // the argument is written to (in-place, out=)
+  std::vector<bool> generator;  // the argument is a Generator / Generator?
+  bool uses_randomness = false;  // a generator argument, or seeded without one
+};
+
+const OpPlan& plan_for(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const void*, OpPlan> plans;  // keyed like Routing's cache
+  auto [it, inserted] = plans.try_emplace(&op.schema());
+  if (inserted) {
+    OpPlan& plan = it->second;
+    bool has_generator = false;
+    for (const auto& argument : op.schema().arguments()) {
+      plan.written.push_back(argument.alias_info() != nullptr && argument.alias_info()->isWrite());
+      plan.generator.push_back(is_optional_generator(argument));
+      has_generator = has_generator || plan.generator.back();
+    }
+    plan.uses_randomness = has_generator || op.hasTag(at::Tag::nondeterministic_seeded);
+  }
+  return it->second;
+}
+
 FlagosGenerator& flagos_generator_of(c10::Device device) {
   return *static_cast<FlagosGenerator*>(default_generator(device.index()).unsafeGetGeneratorImpl());
 }
@@ -95,14 +119,15 @@ class LentKernelGenerator {
 // none was passed, so that torch.flagos.manual_seed governs random ops on
 // flagos.  Returns the lent default generator for seeded ops that have no
 // Generator argument.
-std::unique_ptr<LentKernelGenerator> substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+std::unique_ptr<LentKernelGenerator> substitute_generators(const OpPlan& plan, torch::jit::Stack& stack,
                                                            size_t first, c10::Device device,
                                                            c10::DeviceType provider_type) {
-  const auto& arguments = op.schema().arguments();
+  if (!plan.uses_randomness) return nullptr;
+  const size_t count = plan.generator.size();
   if (flagos_generator_of(device).engine().device().type() != provider_type) {
     // The cpu provider on a platform whose engines are not CPU generators:
     // CPU kernels draw from the CPU default generator (torch.manual_seed).
-    for (size_t i = 0; i < arguments.size(); ++i) {
+    for (size_t i = 0; i < count; ++i) {
       auto& v = stack[first + i];
       if (v.isGenerator() && v.toGenerator().device().type() == c10::DeviceType::PrivateUse1) {
         v = c10::IValue(at::detail::getDefaultCPUGenerator());
@@ -111,8 +136,8 @@ std::unique_ptr<LentKernelGenerator> substitute_generators(const c10::OperatorHa
     return nullptr;
   }
   bool has_generator_argument = false;
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    if (!is_optional_generator(arguments[i])) continue;
+  for (size_t i = 0; i < count; ++i) {
+    if (!plan.generator[i]) continue;
     has_generator_argument = true;
     auto& v = stack[first + i];
     if (v.isNone()) {
@@ -121,7 +146,7 @@ std::unique_ptr<LentKernelGenerator> substitute_generators(const c10::OperatorHa
       v = c10::IValue(v.toGenerator().get<FlagosGenerator>()->engine());
     }
   }
-  if (!has_generator_argument && op.hasTag(at::Tag::nondeterministic_seeded)) {
+  if (!has_generator_argument) {
     return std::make_unique<LentKernelGenerator>(flagos_generator_of(device).engine());
   }
   return nullptr;
@@ -189,10 +214,6 @@ struct NativeViews {
   std::unordered_map<const void*, size_t> by_storage;
 };
 
-bool is_written(const c10::Argument& argument) {
-  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
-}
-
 // Providers `host` and `cuda`: PyTorch's kernel for the runtime's kernel
 // device type (CPU, CUDA) runs in place on zero-copy views of the device memory.
 void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -201,6 +222,7 @@ void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t first = stack->size() - arguments.size();
   const c10::Device device = op_device(*stack, first, arguments.size());
   const auto kernel_type = runtime::kernel_device_type();
+  const OpPlan& plan = plan_for(op);
   // No device guard here: CPU kernels ignore the current device, and PyTorch's
   // generated CUDA wrappers guard the device of their (kernel view) operands
   // themselves; a second guard costs a noticeable share of a small op.
@@ -208,7 +230,7 @@ void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   NativeViews views;
   for (size_t i = 0; i < arguments.size(); ++i) {
     auto& v = (*stack)[first + i];
-    const bool written = is_written(arguments[i]);
+    const bool written = plan.written[i];
     if (v.isTensor()) {
       if (is_flagos(v.toTensor())) v = views.add(v.toTensor(), written);
     } else if (v.isTensorList()) {
@@ -229,7 +251,7 @@ void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       v = c10::IValue(c10::Device(kernel_type, kernel_type == c10::kCPU ? -1 : v.toDevice().index()));
     }
   }
-  const auto lent_generator = substitute_generators(op, *stack, first, device, kernel_type);
+  const auto lent_generator = substitute_generators(plan, *stack, first, device, kernel_type);
 
   op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, kernel_type)), stack);
 
@@ -257,7 +279,7 @@ void run_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
   const size_t first = stack->size() - arguments.size();
   const c10::Device device = op_device(*stack, first, arguments.size());
-  const auto lent_generator = substitute_generators(op, *stack, first, device, c10::kCPU);
+  const auto lent_generator = substitute_generators(plan_for(op), *stack, first, device, c10::kCPU);
   at::native::cpu_fallback(op, stack);
 }
 
