@@ -62,10 +62,17 @@ class Reporter:
         if self.enabled:
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
+            from rich.text import Text
+
+            class _BytesColumn(DownloadColumn):
+                """Bytes done/total for the stages that have a total (write), nothing for the others."""
+
+                def render(self, task: Any) -> Text:
+                    return super().render(task) if task.total else Text("")
 
             self._console = Console(stderr=True)
             self._progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[stage]}"),
-                                      TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                      BarColumn(bar_width=24), _BytesColumn(), TextColumn("{task.description}"),
                                       console=self._console, transient=True,
                                       disable=not self._console.is_terminal)
             self._progress.start()

@@ -64,7 +64,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
     console = Console()
     w = summary["wheel"]
-    table = Table(title=f"torch_fl {summary['platform']} ({summary['kind']})", show_header=False, title_justify="left")
+    stand_in = " — STAND-IN, not for release" if summary["stand_in"] else ""
+    table = Table(title=f"torch_fl {summary['platform']} ({summary['kind']}){stand_in}", show_header=False,
+                  title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     table.add_row("wheel", w["path"])

@@ -17,6 +17,7 @@ member is done (the output is a regular, seekable file).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import struct
@@ -178,19 +179,23 @@ class _Writer:
                                    cd_size, cd_start, 0))
 
 
-def _file_chunks(path: Path) -> Iterable[bytes]:
+def _file_chunks(path: Path, on_chunk: Callable[[int], None]) -> Iterable[bytes]:
     with path.open("rb") as f:
         while True:
             data = f.read(CHUNK)
             if not data:
                 return
             yield data
+            on_chunk(len(data))
 
 
 def write_wheel(root: Path, dist_info: str, dest: Path, *, level: int = 6, epoch: int = 315532800,
                 workers: int | None = None, digests: dict[str, str] | None = None,
                 progress: Callable[[str, int], None] = lambda name, n: None) -> None:
-    """Write the tree at ``root`` as a wheel at ``dest``, regenerating RECORD."""
+    """Write the tree at ``root`` as a wheel at ``dest``, regenerating RECORD.
+
+    ``progress(member, nbytes)`` is called as each chunk of a member is read.
+    """
     names = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink()]
     for n in names:
         if (root / n).is_symlink():
@@ -204,9 +209,9 @@ def write_wheel(root: Path, dist_info: str, dest: Path, *, level: int = 6, epoch
             path = root / name
             mode = 0o755 if os.stat(path).st_mode & 0o111 else 0o644
             known = (digests or {}).get(name)
-            digest, size = w.add(name, _file_chunks(path), mode, bytes.fromhex(known) if known else None)
+            chunks = _file_chunks(path, functools.partial(progress, name))
+            digest, size = w.add(name, chunks, mode, bytes.fromhex(known) if known else None)
             lines.append(record_line(name, digest, size))
-            progress(name, size)
         lines.append(f"{record_name},,")
         record = ("\n".join(lines) + "\n").encode()
         w.add(record_name, [record], 0o644)
