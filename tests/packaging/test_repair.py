@@ -63,3 +63,38 @@ def test_unresolvable_dependency_is_named(tmp_path: Path, torch_lib: Path) -> No
     assert res.rc == 1
     assert "liblonely.so needed by torch_fl/_C" in res.stderr and "[repair] exclude" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.compile
+def test_failed_stage_leaves_no_work_dir(tmp_path: Path, torch_lib: Path) -> None:
+    ext = tmp_path / "elsewhere"
+    lonely = compile_library(ext / "liblonely.so", "liblonely.so")
+    base = torch_base()
+    wheel = make_plugin_wheel(tmp_path, load_recipe("host", BUNDLERS), version=f"{base}+host",
+                              requires=[f"torch>={base[:4]},<2.{int(base.split('.')[1]) + 1}"],
+                              torch_lib=torch_lib, vendor_libs={"liblonely.so": lonely})
+    env = build_env()
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir()
+    res = run_build(["--platform", "host", "--from-wheel", str(wheel), "--out", str(tmp_path / "out")], env=env)
+    assert res.rc == 1
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_failed_build_keeps_its_log(tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import REPO
+
+    source = tmp_path / "src"
+    shutil.copytree(REPO / "bundlers", source / "bundlers")
+    shutil.copytree(REPO / "manifests", source / "manifests")
+    (source / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "no_such_backend"\n')
+    env = build_env()
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir()
+    res = run_build(["--platform", "host", "--source", str(source), "--out", str(tmp_path / "out")], env=env)
+    assert res.rc == 1 and "the plugin build failed" in res.stderr
+    (work,) = (tmp_path / "tmp").iterdir()
+    assert str(work / "build.log") in res.stderr and "no_such_backend" in (work / "build.log").read_text()
+    assert not (tmp_path / "out").exists()

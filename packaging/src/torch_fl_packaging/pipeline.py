@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -174,6 +173,7 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
             raise ConfigureError("the manifest schema is missing", config.source_dir / SCHEMA_PATH,
                                  "run from a complete torch_fl checkout")
     work = Path(tempfile.mkdtemp(prefix=f"torch-fl-build-{config.recipe.platform}-"))
+    keep = options.keep_work
     try:
         with reporter.stage("build"):
             built = build(config, work, log=reporter.status)
@@ -185,12 +185,10 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
         dest = _publish(final, config.out_dir)
     except BuildError:
         # The build log is the only way to see why a compile failed: keep it.
+        keep = True
         raise
-    else:
-        if not options.keep_work:
-            shutil.rmtree(work, ignore_errors=True)
     finally:
-        if not options.keep_work and sys.exc_info()[0] not in (None, BuildError):
+        if not keep:
             shutil.rmtree(work, ignore_errors=True)
     by_path = {r["path"]: r for r in manifest["elf"]}
     return {
