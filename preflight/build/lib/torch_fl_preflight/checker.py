@@ -6,17 +6,19 @@ from __future__ import annotations
 import email.parser
 import glob
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.tags import parse_tag
+from packaging.version import Version
 
 from torch_fl_preflight import elf_gates, host_checks, manifest_checks, wheel_checks
 from torch_fl_preflight.errors import ManifestError, WheelError
 from torch_fl_preflight.host_env import HostEnv
 from torch_fl_preflight.payload import InstalledPayload, WheelPayload, elf_members
 from torch_fl_preflight.report import SubjectReport
-from torch_fl_preflight.schema import MAX_MANIFEST_BYTES, MANIFEST_PATH_IN_PACKAGE, parse_manifest
+from torch_fl_preflight.schema import MANIFEST_PATH_IN_PACKAGE, MAX_MANIFEST_BYTES, parse_manifest
 from torch_fl_preflight.wheel_reader import WheelArchive
 
 INSTALLED_DIST = "torch_fl"
@@ -24,18 +26,16 @@ INSTALLED_DIST = "torch_fl"
 
 @dataclass(frozen=True)
 class Options:
+    """What to check, filled from the command line (main.build_parser)."""
+
     platform: str | None = None
+    """--platform: the platform the wheel must have been built for."""
     release: bool = False
-    host: host_checks.HostOptions = host_checks.HostOptions()
+    """--release: provenance (SDK, vendor torch, companions) is required, not only reported."""
+    host: host_checks.HostOptions = field(default_factory=host_checks.HostOptions)
+    """How strictly the target environment is compared with what the wheel records."""
     gates: bool = True
-
-
-def manifest_env_names(manifest: dict[str, Any]) -> tuple[str, ...]:
-    names = [d["env"] for d in manifest["runtime"]["directories"] if d.get("env")]
-    root = manifest["sdk"].get("root") or {}
-    if root.get("env"):
-        names.append(root["env"])
-    return tuple(dict.fromkeys(names))
+    """Run the ELF load gates (--no-elf-gates turns them off)."""
 
 
 def facts_of(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +46,8 @@ def facts_of(manifest: dict[str, Any]) -> dict[str, Any]:
         "torch": manifest["torch"]["version"],
         "cxx11_abi": manifest["torch"]["cxx11_abi"],
         "torch_requirement": manifest["torch"]["requirement"],
-        "sdk": manifest["sdk"]["name"] + (f" {manifest['sdk']['version']}" if "version" in manifest["sdk"] else ""),
+        "sdk": manifest["sdk"]["name"]
+        + (f" {manifest['sdk']['version']}" if "version" in manifest["sdk"] else ""),
         "vendor_torch": (manifest.get("vendor_torch") or {}).get("version"),
         "companions": manifest.get("companions", {}),
     }
@@ -55,11 +56,15 @@ def facts_of(manifest: dict[str, Any]) -> dict[str, Any]:
 def read_wheel_manifest(whl: WheelArchive, meta: wheel_checks.WheelMetadata) -> dict[str, Any]:
     name = f"{meta.package_dir}/{MANIFEST_PATH_IN_PACKAGE}"
     if name not in whl.members:
-        raise ManifestError(f"{os.path.basename(whl.path)} has no {name}",
-                            "this is not a torch_fl wheel built by torch-fl-build; rebuild it")
+        raise ManifestError(
+            f"{os.path.basename(whl.path)} has no {name}",
+            "this is not a torch_fl wheel built by torch-fl-build; rebuild it",
+        )
     if whl.members[name].size > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"{name} declares {whl.members[name].size} bytes (limit {MAX_MANIFEST_BYTES})",
-                            "refusing to read it; rebuild the wheel")
+        raise ManifestError(
+            f"{name} declares {whl.members[name].size} bytes (limit {MAX_MANIFEST_BYTES})",
+            "refusing to read it; rebuild the wheel",
+        )
     return parse_manifest(whl.read(name, MAX_MANIFEST_BYTES), name)
 
 
@@ -69,12 +74,18 @@ def check_platform(manifest: dict[str, Any], opts: Options, report: SubjectRepor
     if manifest["platform"] == opts.platform:
         report.ok("wheel.platform", f"built for platform {opts.platform}")
     else:
-        report.fail("wheel.platform", f"built for platform {manifest['platform']}, not {opts.platform}",
-                    f"use the torch_fl wheel of platform {opts.platform}")
+        report.fail(
+            "wheel.platform",
+            f"built for platform {manifest['platform']}, not {opts.platform}",
+            f"use the torch_fl wheel of platform {opts.platform}",
+        )
 
 
-def check_wheel(path: str, host_for: Any, opts: Options) -> SubjectReport:
-    """`host_for(env_names)` returns the HostEnv, probed with the environment variables the manifest names."""
+HostSource = Callable[[], HostEnv]
+
+
+def check_wheel(path: str, host_for: HostSource, opts: Options) -> SubjectReport:
+    """`host_for()` returns the target environment (probed once, on first use)."""
     report = SubjectReport(os.path.basename(path))
     with WheelArchive(path) as whl:
         meta = wheel_checks.read_wheel_metadata(whl)
@@ -86,24 +97,40 @@ def check_wheel(path: str, host_for: Any, opts: Options) -> SubjectReport:
         report.facts.update(facts_of(manifest))
         report.facts["size"] = os.path.getsize(path)
         check_platform(manifest, opts, report)
-        manifest_checks.check_metadata_agreement(manifest, meta.name, meta.version, meta.requires_dist,
-                                                 frozenset(map(str, meta.wheel_tags)), meta.filename, report)
+        manifest_checks.check_metadata_agreement(
+            manifest,
+            meta.name,
+            meta.version,
+            meta.requires_dist,
+            frozenset(map(str, meta.wheel_tags)),
+            meta.filename,
+            report,
+        )
         manifest_checks.check_torch(manifest, report)
         manifest_checks.check_release(manifest, report, release=opts.release)
-        host: HostEnv = host_for(manifest_env_names(manifest))
+        host = host_for()
         scan.site_dir = host.platlib
         members = elf_members(scan)
         sizes = {m.path: whl.members[m.path].size for m in members}
         manifest_checks.check_elf_records(manifest, members, digests, sizes, report)
-        _host_and_gates(host, manifest, members, frozenset(map(str, meta.wheel_tags)), meta.requires_dist, opts,
-                        report)
+        _host_and_gates(
+            host, manifest, members, frozenset(map(str, meta.wheel_tags)), meta.requires_dist, opts, report
+        )
     return report
 
 
-def _host_and_gates(host: HostEnv, manifest: dict[str, Any], members: list[Any], tags: frozenset[str],
-                    requires: Any, opts: Options, report: SubjectReport) -> None:
+def _host_and_gates(
+    host: HostEnv,
+    manifest: dict[str, Any],
+    members: list[Any],
+    tags: frozenset[str],
+    requires: Any,
+    opts: Options,
+    report: SubjectReport,
+) -> None:
     host_checks.check_tags(host, tags, report)
     model = elf_gates.LoaderModel(host, members, manifest)
+    host_checks.check_floors(host, manifest, model, report)
     host_checks.check_torch_install(host, manifest, model, opts.host, report)
     host_checks.check_runtime_dirs(host, manifest, report)
     host_checks.check_sdk(host, manifest, opts.host, report)
@@ -114,17 +141,21 @@ def _host_and_gates(host: HostEnv, manifest: dict[str, Any], members: list[Any],
         report.facts["external_libraries"] = result.external
 
 
-def check_installed(host_for: Any, opts: Options) -> SubjectReport:
-    host: HostEnv = host_for(())
+def check_installed(host_for: HostSource, opts: Options) -> SubjectReport:
+    host = host_for()
     dist = host.distributions.get(INSTALLED_DIST.replace("_", "-"))
     if dist is None:
-        raise WheelError(f"torch_fl is not installed for {host.executable}",
-                         "pip install the torch_fl wheel first, or check a wheel file with --wheel")
+        raise WheelError(
+            f"torch_fl is not installed for {host.executable}",
+            "pip install the torch_fl wheel first, or check a wheel file with --wheel",
+        )
     _version, site_dir = dist
     infos = sorted(glob.glob(os.path.join(site_dir, "torch_fl-*.dist-info")))
     if len(infos) != 1:
-        raise WheelError(f"found {len(infos)} torch_fl .dist-info directories in {site_dir}",
-                         "reinstall torch_fl (pip install --force-reinstall)")
+        raise WheelError(
+            f"found {len(infos)} torch_fl .dist-info directories in {site_dir}",
+            "reinstall torch_fl (pip install --force-reinstall)",
+        )
     dist_info = infos[0]
     report = SubjectReport(f"installed torch_fl ({dist_info})")
 
@@ -133,20 +164,27 @@ def check_installed(host_for: Any, opts: Options) -> SubjectReport:
             with open(os.path.join(dist_info, name), "rb") as fh:
                 return fh.read(limit)
         except OSError as exc:
-            raise WheelError(f"cannot read {name} of the installed torch_fl ({exc.strerror})",
-                             "reinstall torch_fl") from exc
+            raise WheelError(
+                f"cannot read {name} of the installed torch_fl ({exc.strerror})", "reinstall torch_fl"
+            ) from exc
 
     name, version, requires = wheel_checks.parse_metadata_text(
-        read("METADATA", wheel_checks.MAX_METADATA_BYTES).decode("utf-8", "replace"), "METADATA")
+        read("METADATA", wheel_checks.MAX_METADATA_BYTES).decode("utf-8", "replace"), "METADATA"
+    )
     wheel_msg = email.parser.Parser().parsestr(read("WHEEL", wheel_checks.MAX_METADATA_BYTES).decode(), True)
     tags = frozenset(str(t) for raw in wheel_msg.get_all("Tag") or [] for t in parse_tag(str(raw).strip()))
-    record = wheel_checks.parse_record(read("RECORD", wheel_checks.MAX_RECORD_BYTES).decode("utf-8", "replace"))
+    record = wheel_checks.parse_record(
+        read("RECORD", wheel_checks.MAX_RECORD_BYTES).decode("utf-8", "replace")
+    )
     mpath = os.path.join(site_dir, "torch_fl", MANIFEST_PATH_IN_PACKAGE)
     try:
         with open(mpath, "rb") as fh:
             manifest = parse_manifest(fh.read(MAX_MANIFEST_BYTES + 1), mpath)
     except OSError as exc:
-        raise ManifestError(f"cannot read {mpath} ({exc.strerror})", "reinstall torch_fl") from exc
+        raise ManifestError(
+            f"cannot read {mpath} ({exc.strerror})",
+            "install torch_fl from a wheel built by torch-fl-build (editable installs carry no manifest)",
+        ) from exc
     report.platform = manifest["platform"]
     report.facts.update(facts_of(manifest))
     payload = InstalledPayload(site_dir, list(record), report.subject)
@@ -157,13 +195,15 @@ def check_installed(host_for: Any, opts: Options) -> SubjectReport:
             if algo == "sha256" and digest and payload.digest(f) != digest:
                 bad.append(f"{f}: sha256 differs from RECORD")
         if bad:
-            report.fail("wheel.record", f"{len(bad)} installed file(s) were modified", "reinstall torch_fl",
-                        tuple(bad))
+            report.fail(
+                "wheel.record",
+                f"{len(bad)} installed file(s) were modified",
+                "reinstall torch_fl",
+                tuple(bad),
+            )
         else:
             report.ok("wheel.record", "installed files match RECORD")
     check_platform(manifest, opts, report)
-    from packaging.version import Version
-
     manifest_checks.check_metadata_agreement(manifest, name, Version(version), requires, tags, None, report)
     manifest_checks.check_torch(manifest, report)
     manifest_checks.check_release(manifest, report, release=opts.release)

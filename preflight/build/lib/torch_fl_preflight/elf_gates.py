@@ -134,7 +134,8 @@ class LoaderModel:
 
     def find(self, name: str, obj_path: str, loaders: list[str]) -> Resolved:
         obj = self.info(obj_path)
-        assert obj is not None
+        if obj is None:  # closure() only asks on behalf of objects it could read
+            return Resolved(name, None, "")
         want = obj.abi_key
 
         def ok(path: str) -> bool:
@@ -142,7 +143,11 @@ class LoaderModel:
             return i is not None and i.abi_key == want
 
         if "/" in name:
-            p = os.path.normpath(os.path.join(os.path.dirname(obj_path), name)) if not name.startswith("/") else name
+            p = (
+                os.path.normpath(os.path.join(os.path.dirname(obj_path), name))
+                if not name.startswith("/")
+                else name
+            )
             return Resolved(name, p if ok(p) else None, "path")
         if name in self.loaded and ok(self.loaded[name]):
             return Resolved(name, self.loaded[name], "loaded")
@@ -241,8 +246,9 @@ class GateResult:
     missing_symbols: dict[str, list[str]]
 
 
-def run_gates(model: LoaderModel, members: list[ElfMember], manifest: dict[str, Any] | None,
-              report: SubjectReport) -> GateResult:
+def run_gates(
+    model: LoaderModel, members: list[ElfMember], manifest: dict[str, Any] | None, report: SubjectReport
+) -> GateResult:
     missing_needed: list[str] = []
     missing_versions: list[str] = []
     missing_symbols: dict[str, list[str]] = {}
@@ -300,31 +306,45 @@ def run_gates(model: LoaderModel, members: list[ElfMember], manifest: dict[str, 
 
     n = len(members)
     if missing_needed:
-        report.fail("elf.needed", f"{len(missing_needed)} DT_NEEDED libraries would not be found",
-                    "install what provides them (the wheel's requirements, the vendor runtime) or fix the "
-                    "wheel's RPATH", tuple(missing_needed[:MAX_DETAILS]))
+        report.fail(
+            "elf.needed",
+            f"{len(missing_needed)} DT_NEEDED libraries would not be found",
+            "install what provides them (the wheel's requirements, the vendor runtime) or fix the "
+            "wheel's RPATH",
+            tuple(missing_needed[:MAX_DETAILS]),
+        )
     else:
         report.ok("elf.needed", f"every DT_NEEDED of {n} ELF file(s) resolves")
     if missing_versions:
-        report.fail("elf.versions", f"{len(missing_versions)} symbol version(s) missing on this host",
-                    "the host's glibc/libstdc++ is older than the wheel needs; use a wheel built for an "
-                    "older toolchain (lower manylinux tag) or upgrade the system libraries",
-                    tuple(missing_versions[:MAX_DETAILS]))
+        report.fail(
+            "elf.versions",
+            f"{len(missing_versions)} symbol version(s) missing on this host",
+            "the host's glibc/libstdc++ is older than the wheel needs; use a wheel built for an "
+            "older toolchain (lower manylinux tag) or upgrade the system libraries",
+            tuple(missing_versions[:MAX_DETAILS]),
+        )
     else:
         report.ok("elf.versions", "every required symbol version (GLIBC_*, GLIBCXX_*, ...) is provided")
     if missing_symbols:
         total = sum(len(v) for v in missing_symbols.values())
         details = tuple(f"{p}: {s}" for p, syms in missing_symbols.items() for s in syms)
-        report.fail("elf.symbols", f"{total} undefined symbol(s) in {len(missing_symbols)} file(s) are defined "
-                    "nowhere in their load scope",
-                    "the libraries they expect differ from the installed ones (another torch build?); "
-                    "install the torch the wheel requires", details[:MAX_DETAILS])
+        report.fail(
+            "elf.symbols",
+            f"{total} undefined symbol(s) in {len(missing_symbols)} file(s) are defined "
+            "nowhere in their load scope",
+            "the libraries they expect differ from the installed ones (another torch build?); "
+            "install the torch the wheel requires",
+            details[:MAX_DETAILS],
+        )
     else:
         report.ok("elf.symbols", f"all {n_refs} undefined non-weak symbol references bind")
     if bad_rpath:
-        report.fail("elf.rpath", f"{len(bad_rpath)} RPATH/RUNPATH entries point outside the install",
-                    "rebuild with $ORIGIN-relative RPATHs or declare the vendor prefix in the recipe",
-                    tuple(bad_rpath))
+        report.fail(
+            "elf.rpath",
+            f"{len(bad_rpath)} RPATH/RUNPATH entries point outside the install",
+            "rebuild with $ORIGIN-relative RPATHs or declare the vendor prefix in the recipe",
+            tuple(bad_rpath),
+        )
     else:
         report.ok("elf.rpath", "RPATH/RUNPATH entries are $ORIGIN-relative or under declared prefixes")
     return GateResult(external, missing_symbols)

@@ -122,7 +122,9 @@ class StreamPrefixSource:
             try:
                 chunk = self._stream.read(max(self.CHUNK, end - len(self._buf)))
             except (zlib.error, EOFError, OSError) as exc:
-                raise ElfError(f"{self.name}: cannot inflate ({exc})", "the wheel is corrupt; rebuild it") from exc
+                raise ElfError(
+                    f"{self.name}: cannot inflate ({exc})", "the wheel is corrupt; rebuild it"
+                ) from exc
             if not chunk:
                 self._eof = True
             self._buf += chunk
@@ -209,12 +211,16 @@ class _Reader:
         self.src = src
         head = bytes(src.read(0, 16)) if src.size >= 16 else b""
         if head[:4] != ELF_MAGIC:
-            raise ElfError(f"{src.name}: not an ELF file (starts with {head[:4]!r})",
-                           "remove it or replace it with a real shared library")
+            raise ElfError(
+                f"{src.name}: not an ELF file (starts with {head[:4]!r})",
+                "remove it or replace it with a real shared library",
+            )
         ei_class, ei_data = head[4], head[5]
         if ei_class not in (1, 2) or ei_data not in (1, 2):
-            raise ElfError(f"{src.name}: unknown ELF class/byte order ({ei_class}/{ei_data})",
-                           "the file is corrupt; rebuild it")
+            raise ElfError(
+                f"{src.name}: unknown ELF class/byte order ({ei_class}/{ei_data})",
+                "the file is corrupt; rebuild it",
+            )
         self.is64 = ei_class == 2
         self.le = ei_data == 1
         self.bo = "<" if self.le else ">"
@@ -226,8 +232,10 @@ class _Reader:
 
     def cstr(self, table_off: int, table_size: int, index: int) -> str:
         if index >= table_size:
-            raise ElfError(f"{self.src.name}: string index {index} outside the string table ({table_size})",
-                           "the file is corrupt; rebuild it")
+            raise ElfError(
+                f"{self.src.name}: string index {index} outside the string table ({table_size})",
+                "the file is corrupt; rebuild it",
+            )
         data = self.src.read(table_off, table_size)
         window = 256
         while True:  # names are short; never copy the rest of a multi-megabyte table
@@ -236,7 +244,9 @@ class _Reader:
             if end >= 0:
                 return raw[:end].decode("utf-8", "surrogateescape")
             if index + window >= table_size:
-                raise ElfError(f"{self.src.name}: unterminated string at {index}", "the file is corrupt; rebuild it")
+                raise ElfError(
+                    f"{self.src.name}: unterminated string at {index}", "the file is corrupt; rebuild it"
+                )
             window *= 4
 
 
@@ -250,11 +260,13 @@ def read_elf(src: ByteSource, *, symbols: bool = True) -> ElfInfo:
     a = r.addr
     if r.is64:
         (e_type, e_machine, _ver, _entry, e_phoff, _shoff, _flags, _ehsize, e_phentsize, e_phnum) = r.unpack(
-            "HHIQQQIHHH", 16)
+            "HHIQQQIHHH", 16
+        )
         ph_fmt = "IIQQQQQQ"
     else:
         (e_type, e_machine, _ver, _entry, e_phoff, _shoff, _flags, _ehsize, e_phentsize, e_phnum) = r.unpack(
-            "HHIIIIIHHH", 16)
+            "HHIIIIIHHH", 16
+        )
         ph_fmt = "IIIIIIII"
     if e_phnum > MAX_PHNUM or (e_phnum and e_phentsize < struct.calcsize(ph_fmt)):
         raise _bad(src, f"implausible program header table ({e_phnum} entries of {e_phentsize} bytes)")
@@ -291,12 +303,29 @@ def read_elf(src: ByteSource, *, symbols: bool = True) -> ElfInfo:
 
     empty: dict[str, tuple[str | None, ...]] = {}
     if dynamic is None:
-        return ElfInfo(src.name, 64 if r.is64 else 32, r.le, e_machine, e_type, interp, None, (), (), (), (), (),
-                       (), empty, _bytes_read(src))
+        return ElfInfo(
+            src.name,
+            64 if r.is64 else 32,
+            r.le,
+            e_machine,
+            e_type,
+            interp,
+            None,
+            (),
+            (),
+            (),
+            (),
+            (),
+            (),
+            empty,
+            _bytes_read(src),
+        )
 
     dyn_off, dyn_size = dynamic
     if dyn_off + dyn_size > src.size:
-        raise _bad(src, f"dynamic segment at offset {dyn_off} (+{dyn_size}) is outside the file ({src.size} bytes)")
+        raise _bad(
+            src, f"dynamic segment at offset {dyn_off} (+{dyn_size}) is outside the file ({src.size} bytes)"
+        )
     ent_fmt = r.bo + a + a
     ent_size = struct.calcsize(ent_fmt)
     count = min(dyn_size // ent_size, MAX_DYNAMIC_ENTRIES)
@@ -315,8 +344,23 @@ def read_elf(src: ByteSource, *, symbols: bool = True) -> ElfInfo:
     if DT_STRTAB not in single or DT_STRSZ not in single:
         if any(t in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH) for t, _ in entries):
             raise _bad(src, "dynamic section names strings but has no string table")
-        return ElfInfo(src.name, 64 if r.is64 else 32, r.le, e_machine, e_type, interp, None, (), (), (), (), (),
-                       (), empty, _bytes_read(src))
+        return ElfInfo(
+            src.name,
+            64 if r.is64 else 32,
+            r.le,
+            e_machine,
+            e_type,
+            interp,
+            None,
+            (),
+            (),
+            (),
+            (),
+            (),
+            (),
+            empty,
+            _bytes_read(src),
+        )
     strsz = single[DT_STRSZ]
     if strsz > src.size:
         raise _bad(src, f"string table size {strsz} exceeds the file size {src.size}")
@@ -336,16 +380,35 @@ def read_elf(src: ByteSource, *, symbols: bool = True) -> ElfInfo:
     defined: dict[str, tuple[str | None, ...]] = {}
     if symbols and DT_SYMTAB in single:
         undefined, defined = _read_symbols(r, single, to_offset, stroff, strsz, vna_names, vd_names)
-    return ElfInfo(src.name, 64 if r.is64 else 32, r.le, e_machine, e_type, interp, soname, needed, rpath,
-                   runpath, verneed, verdef, undefined, defined, _bytes_read(src))
+    return ElfInfo(
+        src.name,
+        64 if r.is64 else 32,
+        r.le,
+        e_machine,
+        e_type,
+        interp,
+        soname,
+        needed,
+        rpath,
+        runpath,
+        verneed,
+        verdef,
+        undefined,
+        defined,
+        _bytes_read(src),
+    )
 
 
 def _bytes_read(src: ByteSource) -> int:
     return getattr(src, "bytes_read", 0)
 
 
-def _read_verneed(r: _Reader, single: dict[int, int], to_offset: _ToOffset, s: _Str,
-                  ) -> tuple[tuple[VersionNeed, ...], dict[int, tuple[str, str]]]:
+def _read_verneed(
+    r: _Reader,
+    single: dict[int, int],
+    to_offset: _ToOffset,
+    s: _Str,
+) -> tuple[tuple[VersionNeed, ...], dict[int, tuple[str, str]]]:
     if DT_VERNEED not in single:
         return (), {}
     num = single.get(DT_VERNEEDNUM, 0)
@@ -378,8 +441,12 @@ def _read_verneed(r: _Reader, single: dict[int, int], to_offset: _ToOffset, s: _
     return tuple(needs), names
 
 
-def _read_verdef(r: _Reader, single: dict[int, int], to_offset: _ToOffset, s: _Str,
-                 ) -> tuple[tuple[str, ...], dict[int, str]]:
+def _read_verdef(
+    r: _Reader,
+    single: dict[int, int],
+    to_offset: _ToOffset,
+    s: _Str,
+) -> tuple[tuple[str, ...], dict[int, str]]:
     if DT_VERDEF not in single:
         return (), {}
     num = single.get(DT_VERDEFNUM, 0)
@@ -441,9 +508,15 @@ def _symbol_count(r: _Reader, single: dict[int, int], to_offset: _ToOffset) -> i
     raise _bad(r.src, "dynamic symbol table without DT_HASH or DT_GNU_HASH")
 
 
-def _read_symbols(r: _Reader, single: dict[int, int], to_offset: _ToOffset, stroff: int, strsz: int,
-                  vna_names: dict[int, tuple[str, str]], vd_names: dict[int, str],
-                  ) -> tuple[tuple[SymbolRef, ...], dict[str, tuple[str | None, ...]]]:
+def _read_symbols(
+    r: _Reader,
+    single: dict[int, int],
+    to_offset: _ToOffset,
+    stroff: int,
+    strsz: int,
+    vna_names: dict[int, tuple[str, str]],
+    vd_names: dict[int, str],
+) -> tuple[tuple[SymbolRef, ...], dict[str, tuple[str | None, ...]]]:
     count = _symbol_count(r, single, to_offset)
     if count > MAX_SYMBOLS:
         raise _bad(r.src, f"implausible symbol count {count}")
@@ -481,8 +554,13 @@ def _read_symbols(r: _Reader, single: dict[int, int], to_offset: _ToOffset, stro
         idx = vs & 0x7FFF
         if st_shndx == SHN_UNDEF:
             ref = vna_names.get(idx) if idx >= 2 else None
-            undefined.append(SymbolRef(name, ref[0] if ref else None, ref[1] if ref else None, bind == STB_WEAK))
+            undefined.append(
+                SymbolRef(name, ref[0] if ref else None, ref[1] if ref else None, bind == STB_WEAK)
+            )
         elif (st_other & 3) in (STV_DEFAULT, STV_PROTECTED):
+            # Index 1 is the base (global) version: glibc leaves it out of the names a versioned
+            # reference is compared with, so such a reference binds to it as to an unversioned
+            # definition (dl-version.c skips VER_FLG_BASE; dl-lookup.c, check_match).
             vname = vd_names.get(idx) if idx >= 2 else None
             if vname is not None and vs & VERSYM_HIDDEN:
                 vname = "!" + vname
@@ -549,8 +627,9 @@ class ElfCapture:
     caller then streams the member again with `ranges=planned_ranges()` of this pass.
     """
 
-    def __init__(self, name: str, size: int, front_cap: int = 32 << 20,
-                 ranges: tuple[tuple[int, int], ...] = ()) -> None:
+    def __init__(
+        self, name: str, size: int, front_cap: int = 32 << 20, ranges: tuple[tuple[int, int], ...] = ()
+    ) -> None:
         self.name = name
         self.size = size
         self.front_cap = front_cap
@@ -588,7 +667,7 @@ class ElfCapture:
         for r0, r1, buf in self._extra:
             lo, hi = max(start, r0 + len(buf)), min(end, r1)
             if lo < hi:
-                buf += chunk[lo - start : hi - start]
+                buf.extend(chunk[lo - start : hi - start])
 
     def _plan_tables(self, held_from: int) -> None:
         """With .dynamic in hand, keep the tables it points at that still lie ahead in the stream.
@@ -634,10 +713,10 @@ class ElfCapture:
         self._is64, self._bo = is64, bo
         try:
             if is64:
-                phoff, = struct.unpack_from(bo + "Q", f, 32)
+                (phoff,) = struct.unpack_from(bo + "Q", f, 32)
                 phentsize, phnum = struct.unpack_from(bo + "HH", f, 54)
             else:
-                phoff, = struct.unpack_from(bo + "I", f, 28)
+                (phoff,) = struct.unpack_from(bo + "I", f, 28)
                 phentsize, phnum = struct.unpack_from(bo + "HH", f, 42)
         except struct.error:
             self._front_end = len(f)

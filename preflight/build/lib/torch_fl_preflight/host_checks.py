@@ -21,11 +21,18 @@ MAX_VERSION_FILE = 1 << 16
 
 @dataclass(frozen=True)
 class HostOptions:
+    """How the target environment is held against the wheel's record."""
+
     sdk_version: str | None = None
+    """--sdk-version: the SDK version on the target; otherwise read from the SDK tree."""
     require_sdk: bool = False
+    """--require-sdk: an SDK version that cannot be determined fails host.sdk."""
     strict_tested: bool = False
+    """--strict-tested: another torch release or SDK version than the tested one fails."""
     check_installed: bool = False
+    """--check-installed: every Requires-Dist must be installed (and, --installed, match RECORD)."""
     check_build_env: bool = False
+    """--check-build-env: the target's torch must be the very build the wheel was compiled against."""
 
 
 def check_tags(host: HostEnv, wheel_tags: frozenset[str], report: SubjectReport) -> None:
@@ -35,14 +42,62 @@ def check_tags(host: HostEnv, wheel_tags: frozenset[str], report: SubjectReport)
     if ok:
         report.ok("host.tags", f"Python {py} ({host.executable}) accepts {ok[0]}")
     else:
-        report.fail("host.tags", f"Python {py} ({host.executable}, most specific tag {supported[0]}) accepts none "
-                    f"of the wheel's tags {sorted(wheel_tags)}",
-                    "install the wheel built for this Python and platform, or run it with the Python it was built "
-                    "for")
+        report.fail(
+            "host.tags",
+            f"Python {py} ({host.executable}, most specific tag {supported[0]}) accepts none "
+            f"of the wheel's tags {sorted(wheel_tags)}",
+            "install the wheel built for this Python and platform, or run it with the Python it was built "
+            "for",
+        )
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def _highest(verdef: tuple[str, ...], prefix: str) -> str | None:
+    found = [
+        v[len(prefix) :]
+        for v in verdef
+        if v.startswith(prefix) and v[len(prefix) :].replace(".", "").isdigit()
+    ]
+    return max(found, key=_vkey) if found else None
+
+
+def check_floors(host: HostEnv, manifest: dict[str, Any], model: LoaderModel, report: SubjectReport) -> None:
+    """The manifest's glibc/libstdc++ floors against the host's libc.so.6 and libstdc++.so.6.
+
+    The ELF gate elf.versions checks each required version; this is the one-line summary a
+    person reads first ("glibc 2.27 here, the wheel needs 2.28")."""
+    floors = manifest["floors"]
+    problems, have = [], []
+    for key, soname, prefix in (("glibc", "libc.so.6", "GLIBC_"), ("glibcxx", "libstdc++.so.6", "GLIBCXX_")):
+        need = floors.get(key)
+        if not need:
+            continue
+        path = next(iter(model.cache.get(soname, [])), None)
+        info = model.info(path) if path else None
+        top = _highest(info.verdef, prefix) if info else None
+        if top is None:
+            problems.append(f"{soname} not found on this host (the wheel needs {prefix}{need})")
+        elif _vkey(top) < _vkey(need):
+            problems.append(f"{soname} provides up to {prefix}{top}, the wheel needs {prefix}{need}")
+        else:
+            have.append(f"{prefix}{top} >= {prefix}{need}")
+    if problems:
+        report.fail(
+            "host.floors",
+            "; ".join(problems),
+            "use a newer distribution (or a wheel built for an older manylinux tag)",
+        )
+    else:
+        report.ok("host.floors", ", ".join(have) or "the wheel records no glibc/libstdc++ floor")
 
 
 def torch_cxx11_abi(model: LoaderModel) -> bool | None:
-    """The installed torch's C++ ABI, from libc10.so's exported names (std::__cxx11 appears only in the new ABI)."""
+    """The installed torch's C++ ABI, from libc10.so's exported names.
+
+    std::__cxx11 appears in mangled names only under the new ABI."""
     if model.torch_lib is None:
         return None
     info = model.info(os.path.join(model.torch_lib, "libc10.so"))
@@ -55,45 +110,66 @@ def _release(v: Version) -> Version:
     return Version(v.base_version)
 
 
-def check_torch_install(host: HostEnv, manifest: dict[str, Any], model: LoaderModel, opts: HostOptions,
-                        report: SubjectReport) -> None:
+def check_torch_install(
+    host: HostEnv, manifest: dict[str, Any], model: LoaderModel, opts: HostOptions, report: SubjectReport
+) -> None:
     req = torch_requirement(manifest)
     t = manifest["torch"]
     if host.torch is None:
-        report.fail("host.torch", f"torch is not installed in {host.prefix}",
-                    f"pip install '{req}' (the CPU build is enough) into that environment")
+        report.fail(
+            "host.torch",
+            f"torch is not installed in {host.prefix}",
+            f"pip install '{req}' (the CPU build is enough) into that environment",
+        )
         return
     try:
         have = Version(host.torch.version)
     except InvalidVersion:
-        report.fail("host.torch", f"installed torch has an invalid version {host.torch.version!r}", "reinstall torch")
+        report.fail(
+            "host.torch", f"installed torch has an invalid version {host.torch.version!r}", "reinstall torch"
+        )
         return
     problems = []
     if not req.specifier.contains(have, prereleases=True):
         problems.append(f"installed torch {have} does not satisfy {req}")
     kind = manifest["bundle"]["kind"]
-    if kind in PINNING_KINDS and is_exact_pin(req.specifier) and host.torch.git_version and \
-            host.torch.git_version != t["git_version"]:
-        problems.append(f"installed torch is git {host.torch.git_version[:12]}, the bundled libraries were built "
-                        f"from {t['git_version'][:12]}")
+    built_git = t.get("git_version")  # absent: that torch recorded none
+    if (
+        kind in PINNING_KINDS
+        and is_exact_pin(req.specifier)
+        and host.torch.git_version
+        and built_git
+        and host.torch.git_version != built_git
+    ):
+        problems.append(
+            f"installed torch is git {host.torch.git_version[:12]}, the bundled libraries were built "
+            f"from {built_git[:12]}"
+        )
     abi = torch_cxx11_abi(model)
     if abi is not None and abi != t["cxx11_abi"]:
-        problems.append(f"installed torch uses the {'new' if abi else 'old'} C++ ABI, the wheel was built with "
-                        f"the {'new' if t['cxx11_abi'] else 'old'} one")
+        problems.append(
+            f"installed torch uses the {'new' if abi else 'old'} C++ ABI, the wheel was built with "
+            f"the {'new' if t['cxx11_abi'] else 'old'} one"
+        )
     built = Version(t["version"])
     if opts.strict_tested and _release(have) != _release(built):
         problems.append(f"installed torch {have} is not the tested build torch {built}")
     if opts.check_build_env:
         if str(have) != str(built):
             problems.append(f"build environment torch {have} is not {built}")
-        if host.torch.git_version != t["git_version"]:
-            problems.append(f"build environment torch git {host.torch.git_version} is not {t['git_version']}")
+        if built_git and host.torch.git_version != built_git:
+            problems.append(f"build environment torch git {host.torch.git_version} is not {built_git}")
     if problems:
-        report.fail("host.torch", "; ".join(problems), f"install {req} from the index the wheel's platform uses")
+        report.fail(
+            "host.torch", "; ".join(problems), f"install {req} from the index the wheel's platform uses"
+        )
     else:
         note = "" if _release(have) == _release(built) else f" (built with {built})"
-        report.ok("host.torch", f"torch {have} satisfies {req}{note}"
-                  + ("" if abi is None else f", C++ ABI {'cxx11' if abi else 'pre-cxx11'}"))
+        report.ok(
+            "host.torch",
+            f"torch {have} satisfies {req}{note}"
+            + ("" if abi is None else f", C++ ABI {'cxx11' if abi else 'pre-cxx11'}"),
+        )
 
 
 def check_runtime_dirs(host: HostEnv, manifest: dict[str, Any], report: SubjectReport) -> None:
@@ -108,13 +184,20 @@ def check_runtime_dirs(host: HostEnv, manifest: dict[str, Any], report: SubjectR
             hint = f" (set {d['env']} if it lives elsewhere)" if d.get("env") else ""
             problems.append(f"{path}: missing{hint}")
             continue
-        problems += [f"{path}/{lib}: missing" for lib in d["libraries"] if not os.path.exists(os.path.join(path, lib))]
+        problems += [
+            f"{path}/{lib}: missing" for lib in d["libraries"] if not os.path.exists(os.path.join(path, lib))
+        ]
     if problems:
-        report.fail("host.runtime", f"{len(problems)} runtime location(s) missing",
-                    f"install the {manifest['sdk']['name']} runtime, or point its environment variable at it",
-                    tuple(problems))
+        report.fail(
+            "host.runtime",
+            f"{len(problems)} runtime location(s) missing",
+            f"install the {manifest['sdk']['name']} runtime, or point its environment variable at it",
+            tuple(problems),
+        )
     else:
-        report.ok("host.runtime", f"{len(resolved)} runtime director(y/ies) hold the libraries the wheel needs")
+        report.ok(
+            "host.runtime", f"{len(resolved)} runtime director(y/ies) hold the libraries the wheel needs"
+        )
 
 
 def read_sdk_version(host: HostEnv, manifest: dict[str, Any]) -> tuple[str | None, str]:
@@ -153,8 +236,11 @@ def check_sdk(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, report
     target = opts.sdk_version or found
     source = "--sdk-version" if opts.sdk_version else where
     if opts.sdk_version and found and found != opts.sdk_version:
-        report.warn("host.sdk", f"--sdk-version {opts.sdk_version} but {where} says {found}",
-                    "pass the version of the SDK actually installed")
+        report.warn(
+            "host.sdk",
+            f"--sdk-version {opts.sdk_version} but {where} says {found}",
+            "pass the version of the SDK actually installed",
+        )
     if target is None:
         msg = f"{sdk['name']} SDK version unknown on this host: {where}"
         if opts.require_sdk:
@@ -163,8 +249,12 @@ def check_sdk(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, report
             report.skip("host.sdk", msg)
         return
     if recorded is None:
-        report.warn("host.sdk", f"host has {sdk['name']} {target} ({source}); the wheel does not record the SDK "
-                    "version it was built with", "prefer a release wheel, which records it")
+        report.warn(
+            "host.sdk",
+            f"host has {sdk['name']} {target} ({source}); the wheel does not record the SDK "
+            "version it was built with",
+            "prefer a release wheel, which records it",
+        )
     elif recorded != target:
         msg = f"host has {sdk['name']} {target} ({source}), the wheel was built and tested with {recorded}"
         fix = "install the wheel built for this SDK version, or that SDK"
@@ -178,16 +268,24 @@ def check_sdk(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, report
 
 def _marker_env(host: HostEnv) -> dict[str, str]:
     major, minor, micro = host.python_version
-    return {"python_version": f"{major}.{minor}", "python_full_version": f"{major}.{minor}.{micro}",
-            "platform_machine": host.machine, "implementation_name": host.implementation,
-            "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+    return {
+        "python_version": f"{major}.{minor}",
+        "python_full_version": f"{major}.{minor}.{micro}",
+        "platform_machine": host.machine,
+        "implementation_name": host.implementation,
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+    }
 
 
-def check_requirements_installed(host: HostEnv, requires: tuple[Requirement, ...], report: SubjectReport) -> None:
+def check_requirements_installed(
+    host: HostEnv, requires: tuple[Requirement, ...], report: SubjectReport
+) -> None:
     problems = []
     env = _marker_env(host)
     for req in requires:
-        if req.marker is not None and not req.marker.evaluate(env):  # type: ignore[arg-type]
+        if req.marker is not None and not req.marker.evaluate(env):
             continue
         have = host.distributions.get(canonicalize_name(req.name))
         if have is None:
@@ -200,7 +298,11 @@ def check_requirements_installed(host: HostEnv, requires: tuple[Requirement, ...
         if not ok:
             problems.append(f"{req}: {have[0]} is installed")
     if problems:
-        report.fail("host.requirements", f"{len(problems)} requirement(s) of the wheel not met in {host.prefix}",
-                    "pip install the wheel (pip resolves them) or install them first", tuple(problems))
+        report.fail(
+            "host.requirements",
+            f"{len(problems)} requirement(s) of the wheel not met in {host.prefix}",
+            "pip install the wheel (pip resolves them) or install them first",
+            tuple(problems),
+        )
     else:
         report.ok("host.requirements", f"all {len(requires)} requirement(s) are installed")

@@ -59,11 +59,18 @@ class HostProbe:
         self._proc: subprocess.Popen[str] | None = None
         if python is not None:
             try:
-                self._proc = subprocess.Popen([python, "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                              stderr=subprocess.PIPE, text=True)
+                self._proc = subprocess.Popen(
+                    [python, "-"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
             except OSError as exc:
-                raise HostProbeError(f"cannot run the interpreter {python} ({exc.strerror or exc})",
-                                     "pass --python the path of a working python executable") from exc
+                raise HostProbeError(
+                    f"cannot run the interpreter {python} ({exc.strerror or exc})",
+                    "pass --python the path of a working python executable",
+                ) from exc
 
     def result(self) -> HostEnv:
         if self._result is None:
@@ -78,17 +85,22 @@ class HostProbe:
             out, err = self._proc.communicate(source, timeout=PROBE_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
             self._proc.kill()
-            raise HostProbeError(f"{self.python} did not answer within {PROBE_TIMEOUT_S} s",
-                                 "pass --python a working interpreter") from exc
+            raise HostProbeError(
+                f"{self.python} did not answer within {PROBE_TIMEOUT_S} s",
+                "pass --python a working interpreter",
+            ) from exc
         if self._proc.returncode != 0:
             last = (err.strip().splitlines() or ["no output"])[-1]
-            raise HostProbeError(f"{self.python} failed to describe itself ({last[:200]})",
-                                 "pass --python a Python 3.8+ interpreter")
+            raise HostProbeError(
+                f"{self.python} failed to describe itself ({last[:200]})",
+                "pass --python a Python 3.8+ interpreter",
+            )
         try:
             data: dict[str, Any] = json.loads(out)
         except ValueError as exc:
-            raise HostProbeError(f"{self.python} printed no probe result",
-                                 "pass --python a Python interpreter") from exc
+            raise HostProbeError(
+                f"{self.python} printed no probe result", "pass --python a Python interpreter"
+            ) from exc
         return data
 
 
@@ -106,7 +118,7 @@ def host_from_probe(data: dict[str, Any]) -> HostEnv:
             executable=data["executable"],
             executable_real=data["executable_real"],
             implementation=data["implementation"],
-            python_version=tuple(data["version"]),  # type: ignore[arg-type]
+            python_version=(int(data["version"][0]), int(data["version"][1]), int(data["version"][2])),
             soabi=data["soabi"],
             gil_disabled=bool(data["gil_disabled"]),
             debug=bool(data["debug"]),
@@ -114,17 +126,35 @@ def host_from_probe(data: dict[str, Any]) -> HostEnv:
             glibc=(int(m.group(1)), int(m.group(2))) if m else None,
             prefix=data["prefix"],
             platlib=data["platlib"],
-            site_dirs=tuple(dict.fromkeys([data["platlib"], data["purelib"], *data["site_dirs"]])),
+            # sys.path's site directories too: a venv with --system-site-packages, or user site,
+            # may hold torch or the nvidia-* packages outside the venv's own prefix.
+            site_dirs=tuple(
+                dict.fromkeys(
+                    [
+                        data["platlib"],
+                        data["purelib"],
+                        *data["site_dirs"],
+                        *(
+                            p
+                            for p in data["sys_path"]
+                            if p.rstrip("/").endswith(("site-packages", "dist-packages"))
+                        ),
+                    ]
+                )
+            ),
             distributions=dists,
             torch=TorchInstall(torch["version"], torch["location"], torch["lib"], torch.get("git_version"))
-            if torch else None,
+            if torch
+            else None,
             # The target interpreter inherits this process's environment: SDK roots and
             # LD_LIBRARY_PATH are what the user's shell has set.
             environ=dict(os.environ),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise HostProbeError(f"the host probe's answer is incomplete ({exc!r})",
-                             "the interpreter is unusual; report this with --debug output") from exc
+        raise HostProbeError(
+            f"the host probe's answer is incomplete ({exc!r})",
+            "the interpreter is unusual; report this with --debug output",
+        ) from exc
 
 
 _LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
@@ -148,14 +178,17 @@ def supported_tags(host: HostEnv) -> list[str]:
     platforms = _platforms(host)
     out: list[ptags.Tag] = []
     if host.implementation == "cpython":
-        m = re.match(r"cpython-(\d+)(\w*?)-", host.soabi)
+        m = re.match(r"cpython-(\d+)([a-z]*)-", host.soabi)
         abi = f"cp{m.group(1)}{m.group(2)}" if m else f"cp{major}{minor}" + ("t" if host.gil_disabled else "")
         out.extend(ptags.cpython_tags((major, minor), [abi], platforms))
         interp = f"cp{major}{minor}"
     else:
         interp = f"{host.implementation[:2]}{major}{minor}"
-        abi = re.sub(r"[-.]", "_", host.soabi.split("-")[0] + "_" + host.soabi.split("-")[1]) if "-" in host.soabi \
+        abi = (
+            re.sub(r"[-.]", "_", host.soabi.split("-")[0] + "_" + host.soabi.split("-")[1])
+            if "-" in host.soabi
             else "none"
+        )
         out.extend(ptags.generic_tags(interp, [abi], platforms))
     out.extend(ptags.compatible_tags((major, minor), interp, platforms))
     return [str(t) for t in dict.fromkeys(out)]

@@ -8,6 +8,7 @@ imports torch: torch's version and git revision are read from torch/version.py a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -15,13 +16,15 @@ import re
 import site
 import sys
 import sysconfig
+from importlib import metadata  # Python 3.8+
+from typing import Any
 
 PROBE_VERSION = 1
 INTERESTING_PREFIXES = ("nvidia-", "nvidia_")
 _VERSION_LINE = re.compile(r"""^(\w+)\s*(?::\s*[\w.\[\], |]+)?=\s*['"]([^'"]*)['"]""", re.M)
 
 
-def _dist_record(dist):  # type: ignore[no-untyped-def]
+def _dist_record(dist: metadata.Distribution) -> dict[str, str]:
     name = dist.metadata["Name"] or ""
     try:
         location = str(dist.locate_file(""))
@@ -30,7 +33,7 @@ def _dist_record(dist):  # type: ignore[no-untyped-def]
     return {"name": name, "version": dist.version or "", "location": location}
 
 
-def _torch_version_file(location: str):  # type: ignore[no-untyped-def]
+def _torch_version_file(location: str) -> dict[str, str]:
     path = os.path.join(location, "torch", "version.py")
     try:
         with open(path, encoding="utf-8") as fh:
@@ -40,9 +43,7 @@ def _torch_version_file(location: str):  # type: ignore[no-untyped-def]
     return {k: v for k, v in _VERSION_LINE.findall(text)}
 
 
-def probe(env_names=()):  # type: ignore[no-untyped-def]
-    from importlib import metadata  # 3.8+
-
+def probe(env_names: tuple[str, ...] = ()) -> dict[str, Any]:
     dists = {}
     for dist in metadata.distributions():
         rec = _dist_record(dist)
@@ -61,15 +62,11 @@ def probe(env_names=()):  # type: ignore[no-untyped-def]
             "cuda": vf.get("cuda"),
         }
     libc = ""
-    try:
+    with contextlib.suppress(ValueError, OSError, AttributeError):
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
-    except (ValueError, OSError, AttributeError):
-        pass
     site_dirs = []
-    try:
+    with contextlib.suppress(AttributeError):  # old virtualenv's site.py has no getsitepackages
         site_dirs = list(site.getsitepackages())
-    except AttributeError:  # old virtualenv's site.py
-        pass
     return {
         "probe_version": PROBE_VERSION,
         "executable": sys.executable,
@@ -91,7 +88,9 @@ def probe(env_names=()):  # type: ignore[no-untyped-def]
         "sys_path": [p for p in sys.path if p],
         "distributions": dists,
         "torch": torch_info,
-        "environ": {k: os.environ[k] for k in ("LD_LIBRARY_PATH", *env_names) if k in os.environ},
+        "environ": {
+            k: os.environ[k] for k in ("LD_LIBRARY_PATH", *env_names) if k in os.environ
+        },  # diagnostics
     }
 
 

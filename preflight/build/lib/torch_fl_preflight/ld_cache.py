@@ -20,8 +20,12 @@ CONF_PATH = "/etc/ld.so.conf"
 
 def default_dirs(machine: str) -> tuple[str, ...]:
     """glibc's trusted directories: the multiarch pair (Debian/Ubuntu), then lib64 or lib."""
-    triplet = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu",
-               "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu"}.get(machine, f"{machine}-linux-gnu")
+    triplet = {
+        "x86_64": "x86_64-linux-gnu",
+        "aarch64": "aarch64-linux-gnu",
+        "ppc64le": "powerpc64le-linux-gnu",
+        "s390x": "s390x-linux-gnu",
+    }.get(machine, f"{machine}-linux-gnu")
     cands = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
     return tuple(d for d in cands if os.path.isdir(d))
 
@@ -62,11 +66,12 @@ def parse_cache(data: bytes) -> dict[str, list[str]]:
 def _conf_dirs(path: str, depth: int = 0) -> list[str]:
     out: list[str] = []
     try:
-        lines = open(path, encoding="utf-8").read().splitlines()
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
     except OSError:
         return out
-    for line in lines:
-        line = line.split("#", 1)[0].strip()
+    for raw in lines:
+        line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         if line.startswith("include ") and depth < 8:

@@ -6,6 +6,8 @@ Exit status: 0 every required check passed, 1 a check failed, 2 unusable input o
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -28,30 +30,57 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="torch-fl-preflight",
-                description="Check, before installing or importing, whether a torch_fl wheel will work here. "
-                            "Reads files and metadata only; never imports torch or loads a library.")
+    p = _Parser(
+        prog="torch-fl-preflight",
+        description="Check, before installing or importing, whether a torch_fl wheel will work here. "
+        "Reads files and metadata only; never imports torch or loads a library.",
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--wheel", nargs="+", metavar="WHL", help="wheel file(s) to check (not installed)")
-    src.add_argument("--installed", action="store_true", help="check the torch_fl installed in the target environment")
-    p.add_argument("--python", metavar="PATH",
-                   help="target interpreter (default: the one running preflight); asked with a small stdlib script")
-    p.add_argument("--platform", help="require the wheel to be built for this platform (host, cuda, metax, ...)")
-    p.add_argument("--sdk-version", help="the vendor SDK version installed on the target (else read from the SDK tree)")
-    p.add_argument("--require-sdk", action="store_true", help="fail when the SDK version cannot be determined")
-    p.add_argument("--release", action="store_true",
-                   help="release gate: also require provenance (SDK, vendor torch, companion versions)")
-    p.add_argument("--check-installed", action="store_true",
-                   help="also require every Requires-Dist to be installed (and, with --installed, every file to "
-                        "match RECORD)")
-    p.add_argument("--check-build-env", action="store_true",
-                   help="require the target's torch to be the very build the wheel was compiled against")
-    p.add_argument("--strict-tested", action="store_true",
-                   help="treat differences from the tested torch/SDK versions as failures")
+    src.add_argument(
+        "--installed", action="store_true", help="check the torch_fl installed in the target environment"
+    )
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        help="target interpreter (default: the one running preflight); asked with a small stdlib script",
+    )
+    p.add_argument(
+        "--platform", help="require the wheel to be built for this platform (host, cuda, metax, ...)"
+    )
+    p.add_argument(
+        "--sdk-version", help="the vendor SDK version installed on the target (else read from the SDK tree)"
+    )
+    p.add_argument(
+        "--require-sdk", action="store_true", help="fail when the SDK version cannot be determined"
+    )
+    p.add_argument(
+        "--release",
+        action="store_true",
+        help="release gate: also require provenance (SDK, vendor torch, companion versions)",
+    )
+    p.add_argument(
+        "--check-installed",
+        action="store_true",
+        help="also require every Requires-Dist to be installed (and, with --installed, every file to "
+        "match RECORD)",
+    )
+    p.add_argument(
+        "--check-build-env",
+        action="store_true",
+        help="require the target's torch to be the very build the wheel was compiled against",
+    )
+    p.add_argument(
+        "--strict-tested",
+        action="store_true",
+        help="treat differences from the tested torch/SDK versions as failures",
+    )
     p.add_argument("--no-elf-gates", action="store_true", help="skip the ELF load gates")
-    p.add_argument("--markdown-table", action="store_true",
-                   help="print the release table of the given wheels; with --release, fail when one lacks "
-                        "provenance")
+    p.add_argument(
+        "--markdown-table",
+        action="store_true",
+        help="print the release table of the given wheels; with --release, fail when one lacks provenance",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--verbose", "-v", action="store_true", help="show skipped checks and every detail")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -70,14 +99,18 @@ def run(argv: Sequence[str] | None) -> tuple[int, str]:
         platform=args.platform,
         release=args.release,
         gates=not args.no_elf_gates,
-        host=HostOptions(sdk_version=args.sdk_version, require_sdk=args.require_sdk,
-                         strict_tested=args.strict_tested, check_installed=args.check_installed,
-                         check_build_env=args.check_build_env),
+        host=HostOptions(
+            sdk_version=args.sdk_version,
+            require_sdk=args.require_sdk,
+            strict_tested=args.strict_tested,
+            check_installed=args.check_installed,
+            check_build_env=args.check_build_env,
+        ),
     )
 
     probe = HostProbe(args.python)
 
-    def host_for(_env_names: tuple[str, ...] = ()) -> HostEnv:
+    def host_for() -> HostEnv:
         return probe.result()
 
     reports: list[SubjectReport] = []
@@ -106,18 +139,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MemoryError, RecursionError) as exc:
         if debug:
             traceback.print_exc()
-        _print_error(f"input: too large or too deeply nested ({type(exc).__name__}) — this is not a plausible "
-                     "torch_fl wheel", want_json)
+        _print_error(
+            f"input: too large or too deeply nested ({type(exc).__name__}) — this is not a plausible "
+            "torch_fl wheel",
+            want_json,
+        )
         return EXIT_UNUSABLE
-    print(out)
+    try:
+        print(out)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `torch-fl-preflight ... | head`: the reader left; the verdict stands
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
 
 
 def _print_error(line: str, want_json: bool) -> None:
     print(f"torch-fl-preflight: {line}", file=sys.stderr)
     if want_json:
-        import json
-
         print(json.dumps({"version": 1, "ok": False, "error": line}))
 
 

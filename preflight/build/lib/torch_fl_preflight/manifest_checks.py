@@ -37,8 +37,15 @@ def is_exact_pin(spec: SpecifierSet) -> bool:
     return len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version
 
 
-def check_metadata_agreement(manifest: dict[str, Any], name: str, ver: Version, requires: tuple[Requirement, ...],
-                             tags: frozenset[str] | None, filename: str | None, report: SubjectReport) -> None:
+def check_metadata_agreement(
+    manifest: dict[str, Any],
+    name: str,
+    ver: Version,
+    requires: tuple[Requirement, ...],
+    tags: frozenset[str] | None,
+    filename: str | None,
+    report: SubjectReport,
+) -> None:
     w = manifest["wheel"]
     problems = []
     if canonicalize_name(w["name"]) != canonicalize_name(name):
@@ -53,13 +60,21 @@ def check_metadata_agreement(manifest: dict[str, Any], name: str, ver: Version, 
     if tags is not None and set(w["tags"]) != set(tags):
         problems.append(f"tags {sorted(w['tags'])} vs WHEEL {sorted(tags)}")
     if problems:
-        report.fail("manifest.metadata", "; ".join(problems),
-                    "the manifest was not written for this wheel; rebuild it with torch-fl-build")
+        report.fail(
+            "manifest.metadata",
+            "; ".join(problems),
+            "the manifest was not written for this wheel; rebuild it with torch-fl-build",
+        )
     else:
-        report.ok("manifest.metadata", f"name, version, tags and {len(mine)} requirement(s) agree with METADATA")
+        report.ok(
+            "manifest.metadata", f"name, version, tags and {len(mine)} requirement(s) agree with METADATA"
+        )
     if filename is not None and w["filename"] != filename:
-        report.warn("manifest.filename", f"manifest names {w['filename']!r}, the file is {filename!r}",
-                    "keep the file name torch-fl-build gave the wheel")
+        report.warn(
+            "manifest.filename",
+            f"manifest names {w['filename']!r}, the file is {filename!r}",
+            "keep the file name torch-fl-build gave the wheel",
+        )
 
 
 def torch_requirement(manifest: dict[str, Any]) -> Requirement:
@@ -79,15 +94,22 @@ def check_torch(manifest: dict[str, Any], report: SubjectReport) -> None:
         problems.append(f"{req} is not among the wheel's requirements")
     kind = manifest["bundle"]["kind"]
     if kind in PINNING_KINDS and not is_exact_pin(req.specifier):
-        problems.append(f"bundle kind {kind} bundles libtorch pieces but the torch requirement {req} is not exact")
+        problems.append(
+            f"bundle kind {kind} bundles libtorch pieces but the torch requirement {req} is not exact"
+        )
     if problems:
         report.fail("manifest.torch", "; ".join(problems), "rebuild the wheel against the torch it declares")
     else:
         report.ok("manifest.torch", f"built with torch {built}, which satisfies {req}")
 
 
-def check_elf_records(manifest: dict[str, Any], members: list[ElfMember], digests: dict[str, str],
-                      sizes: dict[str, int], report: SubjectReport) -> None:
+def check_elf_records(
+    manifest: dict[str, Any],
+    members: list[ElfMember],
+    digests: dict[str, str],
+    sizes: dict[str, int],
+    report: SubjectReport,
+) -> None:
     records = {r["path"]: r for r in manifest["elf"]}
     problems: list[str] = []
     seen = set()
@@ -98,31 +120,46 @@ def check_elf_records(manifest: dict[str, Any], members: list[ElfMember], digest
             continue
         seen.add(m.path)
         if digests.get(m.path) != rec["sha256"]:
-            problems.append(f"{m.path}: sha256 {digests.get(m.path, '?')[:16]}… but the manifest says "
-                            f"{rec['sha256'][:16]}…")
+            problems.append(
+                f"{m.path}: sha256 {digests.get(m.path, '?')[:16]}… but the manifest says "
+                f"{rec['sha256'][:16]}…"
+            )
         if sizes.get(m.path) != rec["size"]:
             problems.append(f"{m.path}: {sizes.get(m.path)} bytes but the manifest says {rec['size']}")
         i = m.info
-        for key, actual in (("soname", i.soname), ("needed", list(i.needed)), ("rpath", list(i.rpath)),
-                            ("runpath", list(i.runpath))):
+        for key, actual in (
+            ("soname", i.soname),
+            ("needed", list(i.needed)),
+            ("rpath", list(i.rpath)),
+            ("runpath", list(i.runpath)),
+        ):
             if rec[key] != actual:
                 problems.append(f"{m.path}: {key} is {actual!r} but the manifest says {rec[key]!r}")
     for path in records:
         if path not in seen and path not in {m.path for m in members}:
             problems.append(f"{path}: recorded in the manifest but not an ELF file of this wheel")
     if problems:
-        report.fail("manifest.elf", f"{len(problems)} ELF record problem(s)",
-                    "the wheel's libraries changed after the manifest was written; rebuild the wheel",
-                    tuple(problems))
+        report.fail(
+            "manifest.elf",
+            f"{len(problems)} ELF record problem(s)",
+            "the wheel's libraries changed after the manifest was written; rebuild the wheel",
+            tuple(problems),
+        )
     else:
-        report.ok("manifest.elf", f"{len(members)} ELF file(s) match their manifest records (sha256, size, "
-                  "SONAME, DT_NEEDED, RPATH/RUNPATH)")
+        report.ok(
+            "manifest.elf",
+            f"{len(members)} ELF file(s) match their manifest records (sha256, size, "
+            "SONAME, DT_NEEDED, RPATH/RUNPATH)",
+        )
     bundle_dir = manifest["bundle"]["directory"]
     if bundle_dir:
         bundled = [r for r in manifest["elf"] if r["path"].startswith(bundle_dir.rstrip("/") + "/")]
         if not bundled and manifest["bundle"]["kind"] != "none":
-            report.fail("manifest.bundle", f"bundle directory {bundle_dir} holds no recorded ELF file",
-                        "rebuild the wheel; the bundle stage did not run")
+            report.fail(
+                "manifest.bundle",
+                f"bundle directory {bundle_dir} holds no recorded ELF file",
+                "rebuild the wheel; the bundle stage did not run",
+            )
 
 
 def check_release(manifest: dict[str, Any], report: SubjectReport, *, release: bool) -> None:
@@ -137,8 +174,14 @@ def check_release(manifest: dict[str, Any], report: SubjectReport, *, release: b
     if not missing:
         report.ok("manifest.provenance", "SDK, vendor torch and companion versions are recorded")
     elif release:
-        report.fail("manifest.provenance", f"a release needs {', '.join(missing)}",
-                    "pass --sdk-version / --vendor-torch to torch-fl-build and pin the companions in manifests/")
+        report.fail(
+            "manifest.provenance",
+            f"a release needs {', '.join(missing)}",
+            "pass --sdk-version / --vendor-torch to torch-fl-build and pin the companions in manifests/",
+        )
     else:
-        report.warn("manifest.provenance", f"not recorded: {', '.join(missing)}",
-                    "fine for a development build; --release requires them")
+        report.warn(
+            "manifest.provenance",
+            f"not recorded: {', '.join(missing)}",
+            "fine for a development build; --release requires them",
+        )

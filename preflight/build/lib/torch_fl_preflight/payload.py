@@ -11,7 +11,14 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
-from torch_fl_preflight.elf_reader import ElfCapture, ElfInfo, FileSource, NotCaptured, is_elf_prefix, read_elf
+from torch_fl_preflight.elf_reader import (
+    ElfCapture,
+    ElfInfo,
+    FileSource,
+    NotCaptured,
+    is_elf_prefix,
+    read_elf,
+)
 from torch_fl_preflight.errors import ElfError, WheelError
 from torch_fl_preflight.wheel_reader import Member, WheelArchive
 
@@ -59,7 +66,8 @@ class WheelPayload:
         return ElfCapture(f"{self.whl.path}:{member.name}", member.size)
 
     def finish(self, member: Member, sink: object) -> None:
-        assert isinstance(sink, ElfCapture)
+        if not isinstance(sink, ElfCapture):
+            return
         src = sink.source()
         if src is None:
             return
@@ -80,8 +88,10 @@ class WheelPayload:
             return read_elf(src)
         except NotCaptured:
             if ranges:
-                raise ElfError(f"{self.whl.path}:{name}: dynamic tables lie outside its loadable segments",
-                               "the library is malformed; rebuild it") from None
+                raise ElfError(
+                    f"{self.whl.path}:{name}: dynamic tables lie outside its loadable segments",
+                    "the library is malformed; rebuild it",
+                ) from None
             return self._scan(name, cap.planned_ranges())
 
     def elf(self, path: str) -> ElfInfo:
@@ -117,7 +127,9 @@ class InstalledPayload:
             with open(self._abs(path), "rb") as fh:
                 return fh.read(n)
         except OSError as exc:
-            raise WheelError(f"cannot read installed file {path} ({exc.strerror})", "reinstall torch_fl") from exc
+            raise WheelError(
+                f"cannot read installed file {path} ({exc.strerror})", "reinstall torch_fl"
+            ) from exc
 
     def digest(self, path: str) -> str:
         h = hashlib.sha256()
@@ -152,8 +164,9 @@ def elf_members(payload: Payload) -> list[ElfMember]:
     for p in payload.paths():
         if payload.size(p) < 4 or not is_elf_prefix(payload.head(p, 4)):
             if p.endswith(".so") or ".so." in os.path.basename(p):
-                raise ElfError(f"{p} is named like a shared library but is not ELF",
-                               "the wheel is corrupt; rebuild it")
+                raise ElfError(
+                    f"{p} is named like a shared library but is not ELF", "the wheel is corrupt; rebuild it"
+                )
             continue
         installed = payload.installed_path(p)
         if installed is None:

@@ -11,8 +11,19 @@ from torch_fl_preflight.manifest_checks import check_release
 from torch_fl_preflight.report import SubjectReport
 from torch_fl_preflight.wheel_reader import WheelArchive
 
-COLUMNS = ("platform", "wheel version", "build torch", "C++ ABI", "SDK", "vendor torch", "FlagGems", "FlagTree",
-           "FlagCX", "size", "sha256")
+COLUMNS = (
+    "platform",
+    "wheel version",
+    "build torch",
+    "C++ ABI",
+    "SDK",
+    "vendor torch",
+    "FlagGems",
+    "FlagTree",
+    "FlagCX",
+    "size",
+    "sha256",
+)
 MISSING = "—"
 
 
@@ -42,17 +53,26 @@ def render(wheels: list[str], *, release: bool) -> tuple[str, bool]:
             m = read_wheel_manifest(whl, meta)
         probe = SubjectReport(os.path.basename(path))
         check_release(m, probe, release=release)
-        problems += [f"{probe.subject}: {f.message}" for f in probe.findings if f.status.value in ("fail", "warn")]
+        problems += [
+            f"{probe.subject}: {f.message}" for f in probe.findings if f.status.value in ("fail", "warn")
+        ]
         comps = m.get("companions", {})
         sdk = m["sdk"]
-        rows.append((
-            m["platform"], m["wheel"]["version"], m["torch"]["version"],
-            "cxx11" if m["torch"]["cxx11_abi"] else "pre-cxx11",
-            f"{sdk['name']} {sdk['version']}" if "version" in sdk else f"{sdk['name']} {MISSING}",
-            (m.get("vendor_torch") or {}).get("version", MISSING),
-            comps.get("flaggems", MISSING), comps.get("flagtree", MISSING), comps.get("flagcx", MISSING),
-            _size(os.path.getsize(path)), _sha256(path)[:12],
-        ))
+        rows.append(
+            (
+                m["platform"],
+                m["wheel"]["version"],
+                m["torch"]["version"],
+                "cxx11" if m["torch"]["cxx11_abi"] else "pre-cxx11",
+                f"{sdk['name']} {sdk['version']}" if "version" in sdk else f"{sdk['name']} {MISSING}",
+                (m.get("vendor_torch") or {}).get("version", MISSING),
+                comps.get("flaggems", MISSING),
+                comps.get("flagtree", MISSING),
+                comps.get("flagcx", MISSING),
+                _size(os.path.getsize(path)),
+                _sha256(path)[:12],
+            )
+        )
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     if problems:

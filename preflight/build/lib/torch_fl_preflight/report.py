@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -13,7 +15,7 @@ REPORT_VERSION = 1
 
 
 class Status(str, Enum):
-    PASS = "pass"
+    PASS = "pass"  # noqa: S105 - a check outcome, not a password
     FAIL = "fail"
     WARN = "warn"
     SKIP = "skip"
@@ -98,6 +100,28 @@ _MARK = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.PASS: "ok  ", Status.S
 MAX_DETAILS_SHOWN = 10
 
 
+def _readable_symbols(details: tuple[str, ...]) -> tuple[str, ...]:
+    """`member: _ZN...` -> `member: c10::...  [_ZN...]`, through c++filt when it is installed.
+
+    Text mode only; --json keeps the names exactly as the ELF files spell them."""
+    exe = shutil.which("c++filt")
+    mangled = [d.split(": ", 1)[1].split("@", 1)[0] if ": " in d else "" for d in details]
+    if exe is None or not any(m.startswith("_Z") for m in mangled):
+        return details
+    try:
+        out = subprocess.run(
+            [exe], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=10, check=True
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return details
+    if len(out) != len(details):
+        return details
+    return tuple(
+        d if not m.startswith("_Z") or o == m else f"{d.split(': ', 1)[0]}: {o}  [{d.split(': ', 1)[1]}]"
+        for d, m, o in zip(details, mangled, out)
+    )
+
+
 def to_text(reports: list[SubjectReport], *, verbose: bool = False) -> str:
     lines: list[str] = []
     for r in reports:
@@ -112,6 +136,8 @@ def to_text(reports: list[SubjectReport], *, verbose: bool = False) -> str:
                 if f.fix and status in (Status.FAIL, Status.WARN):
                     lines.append(f"       fix: {f.fix}")
                 shown = f.details if verbose else f.details[:MAX_DETAILS_SHOWN]
+                if f.id == "elf.symbols":
+                    shown = _readable_symbols(shown)
                 lines.extend(f"       - {d}" for d in shown)
                 if len(f.details) > len(shown):
                     lines.append(f"       ... and {len(f.details) - len(shown)} more (--json lists all)")
@@ -119,6 +145,8 @@ def to_text(reports: list[SubjectReport], *, verbose: bool = False) -> str:
     c = counts(reports)
     verdict = "OK" if exit_code(reports) == 0 else "FAILED"
     total = sum(c.values())
-    lines.append(f"{verdict}: {total} checks; {c['fail']} failed, {c['warn']} warned, {c['pass']} passed, "
-                 f"{c['skip']} skipped")
+    lines.append(
+        f"{verdict}: {total} checks; {c['fail']} failed, {c['warn']} warned, {c['pass']} passed, "
+        f"{c['skip']} skipped"
+    )
     return "\n".join(lines)

@@ -64,8 +64,10 @@ def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
         raise ManifestError(f"{where} is a JSON {type(doc).__name__}, not an object", fix)
     version = doc.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise ManifestError(f"{where} has schema_version {version!r}; this preflight reads {SCHEMA_VERSION}",
-                            "upgrade torch-fl-preflight, or rebuild the wheel")
+        raise ManifestError(
+            f"{where} has schema_version {version!r}; this preflight reads {SCHEMA_VERSION}",
+            "upgrade torch-fl-preflight, or rebuild the wheel",
+        )
     try:
         error = jsonschema.exceptions.best_match(validator().iter_errors(doc))
     except RecursionError as exc:

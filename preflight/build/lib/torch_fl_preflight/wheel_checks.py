@@ -55,19 +55,25 @@ def parse_metadata_text(text: str, where: str) -> tuple[str, str, tuple[Requirem
 def read_wheel_metadata(whl: WheelArchive) -> WheelMetadata:
     filename = os.path.basename(whl.path)
     try:
-        fname_name, fname_version, _build, fname_tags = parse_wheel_filename(filename)
+        _name, _version, _build, fname_tags = parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:
-        raise WheelError(f"file name {filename!r} is not a wheel name ({exc})",
-                         "keep the name torch-fl-build gave it: name-version-python-abi-platform.whl") from exc
+        raise WheelError(
+            f"file name {filename!r} is not a wheel name ({exc})",
+            "keep the name torch-fl-build gave it: name-version-python-abi-platform.whl",
+        ) from exc
     dist_infos = {n.split("/", 1)[0] for n in whl.members if n.split("/", 1)[0].endswith(".dist-info")}
     if len(dist_infos) != 1:
-        raise WheelError(f"wheel has {len(dist_infos)} .dist-info directories ({sorted(dist_infos)})",
-                         "rebuild the wheel; it must hold exactly one")
+        raise WheelError(
+            f"wheel has {len(dist_infos)} .dist-info directories ({sorted(dist_infos)})",
+            "rebuild the wheel; it must hold exactly one",
+        )
     dist_info = dist_infos.pop()
     name, version, reqs = parse_metadata_text(
-        whl.read(f"{dist_info}/METADATA", MAX_METADATA_BYTES).decode("utf-8", "replace"), "METADATA")
+        whl.read(f"{dist_info}/METADATA", MAX_METADATA_BYTES).decode("utf-8", "replace"), "METADATA"
+    )
     wheel_msg = email.parser.Parser().parsestr(
-        whl.read(f"{dist_info}/WHEEL", MAX_METADATA_BYTES).decode("utf-8", "replace"), headersonly=True)
+        whl.read(f"{dist_info}/WHEEL", MAX_METADATA_BYTES).decode("utf-8", "replace"), headersonly=True
+    )
     wheel_tags: set[Tag] = set()
     for t in wheel_msg.get_all("Tag") or []:
         try:
@@ -78,10 +84,11 @@ def read_wheel_metadata(whl: WheelArchive) -> WheelMetadata:
         parsed_version = Version(version)
     except ValueError as exc:
         raise WheelError(f"METADATA Version {version!r} is not PEP 440", "rebuild the wheel") from exc
-    if canonicalize_name(name) != fname_name or parsed_version != fname_version:
-        pass  # reported as a failed check by check_identity, not an unusable input
-    return WheelMetadata(filename, name, parsed_version, frozenset(fname_tags), frozenset(wheel_tags), reqs,
-                         dist_info)
+    # A name or version that disagrees with the file name is a failed check (check_identity),
+    # not unusable input.
+    return WheelMetadata(
+        filename, name, parsed_version, frozenset(fname_tags), frozenset(wheel_tags), reqs, dist_info
+    )
 
 
 def check_identity(whl: WheelArchive, meta: WheelMetadata, report: SubjectReport) -> None:
@@ -93,17 +100,22 @@ def check_identity(whl: WheelArchive, meta: WheelMetadata, report: SubjectReport
     if meta.version != fname_version:
         problems.append(f"METADATA Version {meta.version} vs file name {fname_version}")
     if meta.filename_tags != meta.wheel_tags:
-        problems.append(f"WHEEL tags {sorted(map(str, meta.wheel_tags))} vs file name "
-                        f"{sorted(map(str, meta.filename_tags))}")
-    expected_di = f"{meta.package_dir}-{meta.version}.dist-info"
-    if meta.dist_info.lower() != expected_di.lower() and canonicalize_name(meta.dist_info.rsplit("-", 1)[0]) \
-            != canonicalize_name(meta.name):
+        problems.append(
+            f"WHEEL tags {sorted(map(str, meta.wheel_tags))} vs file name "
+            f"{sorted(map(str, meta.filename_tags))}"
+        )
+    if canonicalize_name(meta.dist_info.removesuffix(".dist-info").rsplit("-", 1)[0]) != canonicalize_name(
+        meta.name
+    ):
         problems.append(f".dist-info directory {meta.dist_info!r} does not name {meta.name}")
     if problems:
         report.fail("wheel.identity", "; ".join(problems), "rebuild the wheel; do not rename wheel files")
     else:
-        report.ok("wheel.identity", f"file name, WHEEL and METADATA agree ({meta.name} {meta.version}, "
-                  f"{len(meta.wheel_tags)} tag(s))")
+        report.ok(
+            "wheel.identity",
+            f"file name, WHEEL and METADATA agree ({meta.name} {meta.version}, "
+            f"{len(meta.wheel_tags)} tag(s))",
+        )
 
 
 def _record_hash(b64: str) -> str:
@@ -130,8 +142,9 @@ def parse_record(text: str) -> dict[str, tuple[str | None, str | None, int | Non
         try:
             size = int(size_field) if size_field else None
         except ValueError as exc:
-            raise WheelError(f"RECORD size for {path!r} is not a number ({size_field!r})", "rebuild the wheel") \
-                from exc
+            raise WheelError(
+                f"RECORD size for {path!r} is not a number ({size_field!r})", "rebuild the wheel"
+            ) from exc
         out[path] = (algo, digest, size)
     return out
 
@@ -143,8 +156,9 @@ class MemberScanner(Protocol):
     def finish(self, member: Member, sink: Sink | None) -> None: ...
 
 
-def check_record(whl: WheelArchive, meta: WheelMetadata, report: SubjectReport,
-                 scanner: MemberScanner | None = None) -> dict[str, str]:
+def check_record(
+    whl: WheelArchive, meta: WheelMetadata, report: SubjectReport, scanner: MemberScanner | None = None
+) -> dict[str, str]:
     """Hash every member against RECORD. Returns member -> sha256 hex (reused by the manifest checks)."""
     record_name = f"{meta.dist_info}/RECORD"
     record = parse_record(whl.read(record_name, MAX_RECORD_BYTES).decode("utf-8", "replace"))
@@ -172,8 +186,12 @@ def check_record(whl: WheelArchive, meta: WheelMetadata, report: SubjectReport,
         if path not in whl.members and path not in unsigned:
             bad.append(f"{path}: listed in RECORD but missing from the wheel")
     if bad:
-        report.fail("wheel.record", f"{len(bad)} member(s) disagree with RECORD",
-                    "the wheel was modified after it was built; fetch or build it again", tuple(bad))
+        report.fail(
+            "wheel.record",
+            f"{len(bad)} member(s) disagree with RECORD",
+            "the wheel was modified after it was built; fetch or build it again",
+            tuple(bad),
+        )
     else:
         report.ok("wheel.record", f"all {len(digests)} members match RECORD (sha256)")
     return digests
