@@ -240,3 +240,24 @@ def test_entries_of_a_torch_that_is_gone_are_pruned_when_a_view_is_built(install
     new = _view(pkg)
     assert new != entry
     assert sorted(p.name for p in views.iterdir()) == sorted([".lock", entry.name, new.name])
+
+
+@pytest.mark.compile
+def test_native_sdk_with_the_prefix_moved_loads_the_runtime_from_there(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin's RPATH names the default prefix; loaded first from the moved one, the runtime wins by SONAME."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    lib = tmp_path / "cann" / "lib64" / "libascendcl.so"
+    lib.parent.mkdir(parents=True)
+    src = tmp_path / "acl.c"
+    src.write_text("int aclInit(const char *config) { (void)config; return 0; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libascendcl.so", "-o", str(lib), str(src)], check=True)
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(tmp_path / "cann"))
+    bootstrap._check_native_sdk(_native(tmp_path))
+    with open("/proc/self/maps") as f:
+        assert str(lib) in f.read()

@@ -43,11 +43,17 @@ def _vendor_c10(venv: Venv) -> str:
     return os.path.realpath(venv.site / "torch_fl" / "vendor_torch" / "libc10.so")
 
 
-def test_sixteen_processes_on_an_empty_cache_all_succeed_and_agree(forked: Venv, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("start", "processes"), [("empty cache", 16), ("damaged entry", 6)])
+def test_processes_importing_at_once_all_succeed_and_agree(forked: Venv, tmp_path: Path, start: str,
+                                                           processes: int) -> None:
     cache = tmp_path / "cache"
+    if start == "damaged entry":
+        _report(forked, cache)
+        (entry,) = _entries(cache)
+        (entry / "torch" / "lib" / "libtorch_cpu.so").unlink()
     procs = [subprocess.Popen([str(forked.python), "-c", _REPORT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, cwd=tmp_path, env=forked.env(FLAGOS_CACHE_DIR=str(cache)))
-             for _ in range(16)]
+             for _ in range(processes)]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=600)
