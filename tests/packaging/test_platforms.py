@@ -67,7 +67,9 @@ def test_recipe_builds_its_wheel_layout(platform: str, platform_inputs, tmp_path
         assert set(recipe.bundle.libraries) <= names
         for rec in bundled:
             assert rec["path"].startswith(recipe.bundle.directory + "/")
-            assert read_elf(tree / rec["path"]).rpath == recipe.bundle.rpath
+            info = read_elf(tree / rec["path"])
+            # DT_RUNPATH where the vendor's file already had exactly these entries (left untouched).
+            assert (info.rpath or info.runpath) == recipe.bundle.rpath
             assert rec["source"]
         assert manifest["torch"]["requirement"].startswith("torch==")
         assert manifest["vendor_torch"]["version"] == manifest["torch"]["version"]

@@ -125,6 +125,14 @@ def _library_rpath(config: Config, lib: Path, directory: str) -> list[str]:
     return list(dict.fromkeys(entries))
 
 
+def _set_rpath_if_needed(patcher: ElfPatcher, path: Path, entries: list[str]) -> None:
+    """Queue an RPATH edit unless the file already has exactly these entries as DT_RPATH."""
+    wanted = tuple(dict.fromkeys(entries))
+    info = read_elf(path)
+    if info.runpath or info.rpath != wanted:
+        patcher.set_rpath(path, wanted)
+
+
 def bundle(config: Config, built: BuiltWheel, stage_root: Path, patcher: ElfPatcher,
            progress: Callable[[str], None] = lambda s: None) -> Staged:
     stage_root.mkdir(parents=True, exist_ok=True)
@@ -177,13 +185,13 @@ def bundle(config: Config, built: BuiltWheel, stage_root: Path, patcher: ElfPatc
             if not is_elf(dest):
                 raise BundleError("a bundled library is not an ELF file", rel, "check the source")
             staged.bundled.append(rel)
-            patcher.set_rpath(dest, _library_rpath(config, dest, spec.directory))
+            _set_rpath_if_needed(patcher, dest, _library_rpath(config, dest, spec.directory))
 
     if spec.plugin_rpath:
         for rel in staged.plugin:
             current = read_elf(stage_root / rel)
             existing = current.runpath or current.rpath
-            patcher.set_rpath(stage_root / rel, [*spec.plugin_rpath, *existing])
+            _set_rpath_if_needed(patcher, stage_root / rel, [*spec.plugin_rpath, *existing])
 
     progress("setting RPATHs")
     patcher.apply(on_file=lambda p: progress(f"patched {p.name}"))

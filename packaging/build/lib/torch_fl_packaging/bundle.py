@@ -126,10 +126,10 @@ def _library_rpath(config: Config, lib: Path, directory: str) -> list[str]:
 
 
 def _set_rpath_if_needed(patcher: ElfPatcher, path: Path, entries: list[str]) -> None:
-    """Queue an RPATH edit unless the file already has exactly these entries (CMake set them)."""
+    """Queue an RPATH edit unless the file already has exactly these entries as DT_RPATH."""
     wanted = tuple(dict.fromkeys(entries))
     info = read_elf(path)
-    if (info.runpath or info.rpath) != wanted:
+    if info.runpath or info.rpath != wanted:
         patcher.set_rpath(path, wanted)
 
 

@@ -103,8 +103,10 @@ class ElfPatcher:
         for old, new in sorted(e.replace_needed.items()):
             args += ["--replace-needed", old, new]
         if e.rpath is not None:
-            # DT_RPATH, not DT_RUNPATH: torch's own libraries use DT_RPATH, and the
-            # bundled copies must resolve their dependencies the same way.
+            # DT_RPATH, not DT_RUNPATH: the loader searches DT_RPATH before
+            # LD_LIBRARY_PATH (ld.so(8)), so a bundled library finds the copies
+            # beside it even where the environment points at another torch/lib;
+            # DT_RUNPATH would come after LD_LIBRARY_PATH.
             args += ["--force-rpath", "--set-rpath", e.rpath]
         return args
 
