@@ -52,6 +52,13 @@ REGISTRY: tuple[EnvVar, ...] = (
            "Build time, set by `torch-fl-build`: the wheel version's local segment."),
     EnvVar("FLAGOS_WHEEL_REQUIREMENTS", "the torch minor line",
            "Build time, set by `torch-fl-build`: the wheel's requirements as a JSON list."),
+    EnvVar("FLAGOS_CUDA_TORCH_DIR", "the installed torch when it is a CUDA build",
+           "Build time, set by `torch-fl-build --platform cuda`: the extracted `torch` package of the CUDA torch wheel "
+           "whose headers and libraries the cuda plugin builds against."),
+    EnvVar("FLAGOS_CUDA_TORCH_INDEX", "`https://pypi.org/simple`",
+           "Build time: the index `torch-fl-build` downloads the CUDA torch wheel from (cuda-assets)."),
+    EnvVar("FLAGOS_CI_WORK", "`build/ci` in the repository",
+           "Where `ci/build-wheel` and `ci/test` create their virtual environments."),
     EnvVar("FLAGOS_TEST_", "unset", "Switches and inputs of the test suite (`FLAGOS_TEST_CUDA_ASSETS=1`, ...).",
            prefix=True),
 )

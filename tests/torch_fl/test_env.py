@@ -2,23 +2,42 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from torch_fl import _env
 
 
-def test_registry_knows_every_variable_read_in_the_package() -> None:
-    import re
-    from pathlib import Path
+# How the project's sources read an environment variable: Python and C++,
+# CMake ($ENV{...}; its ${...} are CMake variables), shell.
+_ENV_READS = re.compile(
+    r"""environ(?:\.get)?[\[(]\s*["'](FLAGOS_[A-Z0-9_]+)"""
+    r"""|getenv\(\s*["'](FLAGOS_[A-Z0-9_]+)"""
+    r"""|\$ENV\{(FLAGOS_[A-Z0-9_]+)\}"""
+)
+_SHELL_READS = re.compile(r"\$\{(FLAGOS_[A-Z0-9_]+)(?::-|\})")
 
+
+def test_registry_knows_every_variable_the_project_reads() -> None:
     import torch_fl
 
-    package = Path(torch_fl.__file__).parent
-    read = set()
-    for source in package.rglob("*.py"):
-        read |= set(re.findall(r"\"(FLAGOS_[A-Z0-9_]+)\"", source.read_text()))
-    unknown = {name for name in read if _env.unknown_variables({name: ""})}
-    assert not unknown
+    repo = Path(__file__).resolve().parents[2]
+    sources = [Path(torch_fl.__file__).parent.rglob("*.py"), repo.glob("CMakeLists.txt"), repo.glob("csrc/**/*.cpp"),
+               repo.glob("ci/**/*"), repo.glob("packaging/src/**/*.py"), repo.glob("preflight/src/**/*.py"),
+               repo.glob("startup/*")]
+    read: set[str] = set()
+    for group in sources:
+        for path in group:
+            if path.is_file():
+                text = path.read_text(errors="replace")
+                for match in _ENV_READS.finditer(text):
+                    read.add(next(g for g in match.groups() if g))
+                if path.name != "CMakeLists.txt":
+                    read |= set(_SHELL_READS.findall(text))
+    assert "FLAGOS_HOST_DEVICES" in read and "FLAGOS_CUDA_TORCH_DIR" in read  # the scan finds reads
+    assert not {name for name in read if _env.unknown_variables({name: ""})}
 
 
 def test_unknown_variables_are_listed_with_prefix_families() -> None:
