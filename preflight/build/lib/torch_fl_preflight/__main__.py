@@ -1,3 +1,0 @@
-from torch_fl_preflight.main import main
-
-raise SystemExit(main())
