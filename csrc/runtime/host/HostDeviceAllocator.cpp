@@ -209,26 +209,28 @@ DeviceStats FlagosDeviceAllocator::getDeviceStats(c10::DeviceIndex device) {
   return cache.stats;
 }
 
+namespace {
+template <typename Reset>
+void reset_each_stat(DeviceStats& s, Reset reset) {
+  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+                      &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
+    for (auto& stat : *array) reset(stat);
+  }
+}
+}  // namespace
+
 void FlagosDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   auto& cache = cache_of(device);
   std::lock_guard<std::mutex> lock(cache.mutex);
-  auto& s = cache.stats;
-  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                      &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
-    for (auto& stat : *array) stat.reset_accumulated();
-  }
-  s.num_alloc_retries = 0;
-  s.num_ooms = 0;
+  reset_each_stat(cache.stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
+  cache.stats.num_alloc_retries = 0;
+  cache.stats.num_ooms = 0;
 }
 
 void FlagosDeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
   auto& cache = cache_of(device);
   std::lock_guard<std::mutex> lock(cache.mutex);
-  auto& s = cache.stats;
-  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                      &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
-    for (auto& stat : *array) stat.reset_peak();
-  }
+  reset_each_stat(cache.stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
 std::pair<size_t, size_t> FlagosDeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {
