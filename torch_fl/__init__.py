@@ -67,7 +67,9 @@ routing.install(routing.load(_C._platform()), log_dispatch=os.environ.get("FLAGO
 
 
 def get_registered_ops() -> list[str]:
-    """Operators with a native flagos kernel; every other operator is routed (see ``route``)."""
+    """Operators registered for the flagos key: the native kernels, and on platforms whose kernel results are
+    device memory (cuda) the ops routed straight to the kernel device; every other op reaches the routed
+    fallback.  ``route(op)`` says which provider runs an op."""
     return sorted(
         op.removeprefix("aten::") for op in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
     )
