@@ -99,3 +99,26 @@ def _plugin(tmp_path: Path, torch_lib: Path) -> Path:
     base = torch_base()
     return make_plugin_wheel(tmp_path / "plugin", load_recipe("cuda", BUNDLERS), version=f"{base}+cuda13.0",
                              requires=[f"torch=={base}", *CUDA_REQS], torch_lib=torch_lib)
+
+
+@pytest.mark.compile
+def test_build_env_vendor_torch_must_link_the_vendor_runtime(tmp_path: Path, torch_lib: Path) -> None:
+    from synthetic import compile_library
+    from torch_fl_packaging.configure import _check_links_vendor_runtime
+
+    recipe = load_recipe("metax", BUNDLERS)
+    with pytest.raises(ConfigureError, match="not metax's build of torch"):
+        _check_links_vendor_runtime(recipe, torch_lib)  # stock torch+cpu
+    sdk = make_sdk_tree(tmp_path / "maca", recipe, "3.8.1")
+    fork = tmp_path / "fork"
+    compile_library(fork / "libc10.so", "libc10.so", needed=[sdk["libmcruntime.so"]])
+    _check_links_vendor_runtime(recipe, fork)  # a fork that links MACA passes
+
+
+@pytest.mark.compile
+def test_metax_without_vendor_torch_on_a_stock_environment(tmp_path: Path) -> None:
+    recipe = load_recipe("metax", BUNDLERS)
+    make_sdk_tree(tmp_path / "maca", recipe, "3.8.1")
+    res = run_build(["--platform", "metax", "--sdk-root", str(tmp_path / "maca"), "--out", str(tmp_path / "out")])
+    assert res.rc == 2 and "not metax's build of torch" in res.stderr and "--vendor-torch" in res.stderr
+    assert not (tmp_path / "out").exists()

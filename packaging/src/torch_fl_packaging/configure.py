@@ -262,6 +262,28 @@ def download_cuda_torch(version: str, recipe: Recipe) -> Path:
     return found[0]
 
 
+def _check_links_vendor_runtime(recipe: Recipe, lib_dir: Path) -> None:
+    """A vendor's fork links the vendor runtime; stock torch+cpu does not.
+
+    Guards the build-env default: on a runner whose environment holds stock torch,
+    bundling its libraries as the "vendor" set would ship the wrong binaries.
+    """
+    from .elf_read import read_elf
+
+    runtime = {soname for rd in recipe.runtime for soname in rd.libraries}
+    for name in (*recipe.bundle.libraries, *recipe.bundle.optional_libraries):
+        path = lib_dir / name
+        if path.is_file():
+            try:
+                if runtime & set(read_elf(path).needed):
+                    return
+            except ValueError:
+                continue
+    raise ConfigureError(f"the installed torch is not {recipe.platform}'s build of torch",
+                         f"none of its core libraries links {', '.join(sorted(runtime)) or 'the vendor runtime'}",
+                         "install the vendor's torch in the build environment or pass --vendor-torch")
+
+
 def _resolve_vendor(recipe: Recipe, given: Path | None, torch: TorchInfo, torch_lib: Path) -> VendorTorch | None:
     if recipe.bundle.source not in ("vendor-torch", "cuda-torch"):
         if given is not None:
@@ -277,6 +299,8 @@ def _resolve_vendor(recipe: Recipe, given: Path | None, torch: TorchInfo, torch_
             raise ConfigureError("vendor torch not found", given, "pass a torch-*.whl file or a torch/lib directory")
     elif recipe.vendor_torch.default == "build-env":
         vendor = read_torch_dir(torch_lib)
+        if not recipe.stand_in:
+            _check_links_vendor_runtime(recipe, torch_lib)
     elif recipe.vendor_torch.default == "download":
         vendor = read_torch_wheel(download_cuda_torch(_base(torch.version), recipe))
     else:

@@ -149,7 +149,8 @@ class VendorTorchSpec:
     """Where a vendor or CUDA torch comes from when --vendor-torch is not given."""
 
     default: str | None = _doc(
-        "build-env: the build environment's own torch/lib (stand-ins only); "
+        "build-env: the build environment's own torch/lib (on a vendor runner, the vendor's torch; "
+        "it must link the vendor runtime unless the recipe is a stand-in); "
         "download: the torch wheel of the installed version from index.",
         None,
     )
