@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# ci/gpu-offline-env.sh (--pieces DIR | --payload DIR) --out DIR [options]
+#
+# On a Linux machine with an NVIDIA GPU and NO network: from local files only (what ci/gpu-offline-pack.sh
+# assembled), set up a Python 3.11 environment holding only stock torch X.Y.Z+cpu, the torch_fl cuda wheel
+# and that wheel's requirements, then prove it, in this order, and write every step's result into
+# OUT/results.json (logs beside it):
+#
+#   reassemble          the pieces, every sha256 checked first (skipped with --payload)
+#   python              the carried relocatable Python 3.11, unpacked; ssl/ctypes/zlib import
+#   install             venv + pip install --no-index --find-links wheelhouse <torch_fl wheel> (torch CPU from
+#                       the wheelhouse); the machine's own torch is never touched nor on the path
+#   preflight           torch-fl-preflight --wheel <wheel> --python <env python> --check-installed --json,
+#                       before anything has imported torch_fl (preflight itself lives in a separate tools venv)
+#   demo                python -c "import torch; x = torch.randn(1024, 1024, device='flagos'); print((x @ x).device)"
+#                       -- no `import torch_fl`: the torch.backends entry point must register the device
+#   gpu-suite           pytest tests/gpu with that environment's python (pytest from the wheelhouse, on
+#                       PYTHONPATH only for this step, so the environment holds only what the wheel needs)
+#   bench-*             benchmarks/gpu_{small_ops,matmul,transformer}.py --out OUT/<name>.json
+#   machine-nvidia-*    with --machine-nvidia: a second environment, the same torch CPU and torch_fl, whose
+#                       nvidia packages are the machine's own (linked in from the given site-packages) instead
+#                       of the ones the wheel requires: preflight against it, then an import attempt; both are
+#                       recorded, neither decides the exit code
+#
+# Options:
+#   --pieces DIR          the pieces and manifest.json (reassembled into WORK/payload first)
+#   --payload DIR         an already reassembled payload folder (payload.json inside)
+#   --out DIR             results.json and logs (required)
+#   --work DIR            where the payload, Python and environments go (default ${TMPDIR:-/tmp}/torch-fl-gpu-offline)
+#   --machine-nvidia DIR  the machine's own site-packages holding nvidia/ (or that nvidia/ folder itself)
+#   --stop-after STEP     stop after install or preflight (a quick check of the carried files)
+#   --rehearsal           on a machine without a GPU: the demo must fail cleanly (no driver), the suite must
+#                         skip, the benchmarks must refuse, and preflight is also run with a synthetic driver
+#                         stub (libcuda.so.1 exporting the cu* entry points the wheel references) on
+#                         LD_LIBRARY_PATH, where it must pass -- the stub stands for the driver, nothing more
+#   PYTHON                (environment) the interpreter that runs ci/gpu_offline.py here (default python3, >= 3.8)
+#
+# Exit codes: 0 the main path passed (with --rehearsal: behaved as it must without a GPU), 1 a step did not,
+# 2 unusable input (one line: the problem, then the fix).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+HELPER="$ROOT/ci/gpu_offline.py"
+HOSTPY=${PYTHON:-python3}
+PIECES="" PAYLOAD="" OUT="" WORK="${TMPDIR:-/tmp}/torch-fl-gpu-offline" MACHINE_NV="" REHEARSAL=0 STOP=""
+die() { echo "ci/gpu-offline-env.sh: $1" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --pieces) PIECES=${2:?}; shift 2 ;;
+    --payload) PAYLOAD=${2:?}; shift 2 ;;
+    --out) OUT=${2:?}; shift 2 ;;
+    --work) WORK=${2:?}; shift 2 ;;
+    --machine-nvidia) MACHINE_NV=${2:?}; shift 2 ;;
+    --rehearsal) REHEARSAL=1; shift ;;
+    --stop-after) STOP=${2:?}; shift 2
+      [[ $STOP == install || $STOP == preflight ]] || die "unknown step for --stop-after ($STOP) — give install or preflight" ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument ($1) — see --help" ;;
+  esac
+done
+[[ -n "$OUT" ]] || die "no --out folder given — pass --out DIR for results.json and the logs"
+[[ -n "$PIECES" || -n "$PAYLOAD" ]] || die "neither --pieces nor --payload given — pass the folder ci/gpu-offline-pack.sh made"
+[[ -z "$PIECES" || -f "$PIECES/manifest.json" ]] || die "no manifest.json in $PIECES — carry it with the pieces"
+[[ -z "$PAYLOAD" || -f "$PAYLOAD/payload.json" ]] || die "no payload.json in $PAYLOAD — pass the folder that holds it"
+if [[ -n "$MACHINE_NV" ]]; then
+  [[ "$(basename "$MACHINE_NV")" == nvidia ]] && MACHINE_NV=$(dirname "$MACHINE_NV")
+  [[ -d "$MACHINE_NV/nvidia" ]] || die "no nvidia/ folder in $MACHINE_NV — pass the site-packages of the machine's CUDA torch"
+fi
+command -v "$HOSTPY" >/dev/null || die "no $HOSTPY here — set PYTHON to any Python >= 3.8"
+mkdir -p "$OUT" "$WORK" || die "cannot create $OUT or $WORK — pass writable folders"
+OUT=$(cd "$OUT" && pwd) WORK=$(cd "$WORK" && pwd)
+RESULTS="$OUT/results.json"
+rm -f "$RESULTS"
+GPU=0
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1 && GPU=1
+if [[ $GPU == 0 && $REHEARSAL == 0 ]]; then
+  die "no NVIDIA GPU answers here (nvidia-smi) — run on the GPU machine, or pass --rehearsal to check the procedure"
+fi
+
+# step NAME EXPECT [record options...] -- COMMAND...: runs COMMAND with its output in OUT/NAME.log, records it.
+step() {
+  local name=$1 expect=$2; shift 2
+  local opts=()
+  while [[ $1 != -- ]]; do opts+=("$1"); shift; done
+  shift
+  local t=$SECONDS rc
+  echo "== $name" >&2
+  "$@" >"$OUT/$name.log" 2>&1; rc=$?
+  "$HOSTPY" "$HELPER" record --results "$RESULTS" --step "$name" --rc "$rc" --seconds $((SECONDS - t)) \
+    --expect "$expect" --log "$OUT/$name.log" "${opts[@]}"
+  return $rc
+}
+finish() {
+  local extra=()
+  [[ $REHEARSAL == 1 ]] && extra=(--rehearsal)
+  "$HOSTPY" "$HELPER" finish --results "$RESULTS" "${extra[@]}"
+  exit $?
+}
+abort() { echo "ci/gpu-offline-env.sh: $1 — see $OUT/$2.log" >&2; finish; }
+
+# --- payload and Python -----------------------------------------------------------------------------
+if [[ -n "$PIECES" ]]; then
+  PAYLOAD="$WORK/payload"
+  rm -rf "$PAYLOAD"
+  step reassemble ok -- "$HOSTPY" "$HELPER" reassemble --pieces "$PIECES" --dest "$PAYLOAD" \
+    || abort "reassembly failed" reassemble
+fi
+PAYLOAD=$(cd "$PAYLOAD" && pwd)
+meta() { "$HOSTPY" -c 'import functools, json, sys; print(functools.reduce(lambda d, k: d[k], sys.argv[2:], json.load(open(sys.argv[1]))))' "$PAYLOAD/payload.json" "$@"; }
+WH="$PAYLOAD/wheelhouse"
+TORCH_FL_WHEEL="$PAYLOAD/$(meta torch_fl_wheel)"
+PIP_WHEEL="$PAYLOAD/$(meta pip_wheel)"
+PREFLIGHT_WHEEL="$PAYLOAD/$(meta preflight_wheel)"
+PYROOT="$WORK/python/$(meta python root)"
+floor=$(meta python glibc_floor)
+have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+"$HOSTPY" -c 'import sys; h, f = (tuple(map(int, v.split("."))) for v in sys.argv[1:]); sys.exit(h < f)' "${have:-0.0}" "$floor" \
+  || { echo "glibc ${have:-unknown} < $floor" >"$OUT/glibc.log"; "$HOSTPY" "$HELPER" record --results "$RESULTS" --step glibc --rc 1 --log "$OUT/glibc.log"
+       abort "this machine's glibc (${have:-unknown}) is older than the carried Python needs ($floor); pack on an older distribution" glibc; }
+
+rm -rf "$WORK/python" && mkdir -p "$WORK/python"
+step python ok --note "version=$(meta python version)" -- bash -c \
+  "tar -xJf '$PAYLOAD/$(meta python tarball)' -C '$WORK/python' && env -i PATH=/usr/bin:/bin '$PYROOT/bin/python3' -c 'import sys, ssl, ctypes, zlib, lzma, sqlite3; print(sys.version); print(sys.prefix)'" \
+  || abort "the carried Python does not run" python
+
+# new_env DIR: a venv of the carried Python with pip from the wheelhouse (nothing from any index).
+new_env() {
+  rm -rf "$1" && "$PYROOT/bin/python3" -m venv --without-pip "$1" \
+    && "$1/bin/python" "$PIP_WHEEL/pip" install --quiet --no-index --find-links "$WH" pip
+}
+# Every command of the environments runs with a clean environment: no PYTHONPATH/LD_LIBRARY_PATH of the
+# machine's own torch can leak in, and from WORK, so no source checkout's torch_fl shadows the installed one.
+clean() { env -i PATH="$1/bin:/usr/bin:/bin" HOME="$HOME" ${TMPDIR:+TMPDIR=$TMPDIR} \
+  ${LD_LIBRARY_PATH_KEEP:+LD_LIBRARY_PATH=$LD_LIBRARY_PATH_KEEP} "${@:2}"; }
+# The driver library is found where the machine's image puts it: keep its LD_LIBRARY_PATH entries only.
+LD_LIBRARY_PATH_KEEP=${LD_LIBRARY_PATH:-}
+cd "$WORK"
+
+MAIN="$WORK/env-main" TOOLS="$WORK/env-tools" PYTEST_SITE="$WORK/pytest-site"
+step install ok --note "wheel=$(basename "$TORCH_FL_WHEEL")" -- bash -c "
+  $(declare -f new_env); PYROOT='$PYROOT' PIP_WHEEL='$PIP_WHEEL' WH='$WH'
+  new_env '$MAIN' && '$MAIN/bin/python' -m pip install --no-index --find-links '$WH' '$TORCH_FL_WHEEL' \
+  && '$MAIN/bin/python' -m pip list --format=freeze" || abort "installing from the wheelhouse failed" install
+step tools ok -- bash -c "
+  $(declare -f new_env); PYROOT='$PYROOT' PIP_WHEEL='$PIP_WHEEL' WH='$WH'
+  new_env '$TOOLS' && '$TOOLS/bin/python' -m pip install --quiet --no-index --find-links '$WH' '$PREFLIGHT_WHEEL' \
+  && '$MAIN/bin/python' -m pip install --quiet --no-index --find-links '$WH' --target '$PYTEST_SITE' pytest" \
+  || abort "installing preflight and pytest from the wheelhouse failed" tools
+
+# --- preflight, before anything imports torch_fl -----------------------------------------------------
+preflight() {  # preflight NAME EXPECT ENV_PYTHON [LD_LIBRARY_PATH]
+  local keep=$LD_LIBRARY_PATH_KEEP
+  [[ -n "${4:-}" ]] && LD_LIBRARY_PATH_KEEP="$4${keep:+:$keep}"
+  step "$1" "$2" --json-file "$OUT/$1.json" -- bash -c "$(declare -f clean); LD_LIBRARY_PATH_KEEP='$LD_LIBRARY_PATH_KEEP'
+    clean '$TOOLS' torch-fl-preflight --wheel '$TORCH_FL_WHEEL' --python '$3' --check-installed --json >'$OUT/$1.json'"
+  local rc=$?
+  LD_LIBRARY_PATH_KEEP=$keep
+  return $rc
+}
+if [[ $GPU == 1 ]]; then
+  preflight preflight ok "$MAIN/bin/python"
+else
+  # Without a driver only libcuda.so.1 (needed by the NVRTC glue) and its cu* symbols may be missing;
+  # with a synthetic stub standing for the driver every gate must pass.
+  preflight preflight-no-driver fail "$MAIN/bin/python"
+  step driver-stub ok -- "$HOSTPY" "$HELPER" driver-stub --preflight-json "$OUT/preflight-no-driver.json" --out "$WORK/driver-stub"
+  preflight preflight ok "$MAIN/bin/python" "$WORK/driver-stub"
+fi
+
+[[ $STOP == preflight ]] && finish
+
+# --- the demo, the GPU suite, the benchmarks ----------------------------------------------------------
+DEMO="import torch; x = torch.randn(1024, 1024, device='flagos'); print((x @ x).device)"
+if [[ $GPU == 1 ]]; then
+  step demo ok --last-line flagos:0 -- clean "$MAIN" python -c "$DEMO"
+else
+  step demo fail -- clean "$MAIN" python -c "$DEMO"
+fi
+suite_expect=ok bench_expect=ok
+[[ $GPU == 0 ]] && suite_expect=skip bench_expect=fail
+step gpu-suite "$suite_expect" --junit "$OUT/gpu-suite.xml" -- clean "$MAIN" PYTHONPATH="$PYTEST_SITE" \
+  python -m pytest "$ROOT/tests/gpu" -c "$ROOT/pyproject.toml" --rootdir "$ROOT" -p no:cacheprovider -q \
+  --junitxml="$OUT/gpu-suite.xml"
+for bench in gpu_small_ops gpu_matmul gpu_transformer; do
+  step "bench-$bench" "$bench_expect" --json-file "$OUT/$bench.json" -- \
+    clean "$MAIN" python "$ROOT/benchmarks/$bench.py" --out "$OUT/$bench.json"
+done
+
+# --- the second environment: the machine's own nvidia packages ---------------------------------------
+if [[ -n "$MACHINE_NV" ]]; then
+  OTHER="$WORK/env-machine-nvidia"
+  step machine-nvidia-install record --note "nvidia_from=$MACHINE_NV" -- bash -c "
+    $(declare -f new_env); PYROOT='$PYROOT' PIP_WHEEL='$PIP_WHEEL' WH='$WH'
+    new_env '$OTHER' && '$OTHER/bin/python' -m pip install --quiet --no-index --find-links '$WH' '$WH/$(basename "$(meta torch_wheel)")' \
+    && '$OTHER/bin/python' -m pip install --quiet --no-index --no-deps '$TORCH_FL_WHEEL' \
+    && site=\$('$OTHER/bin/python' -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])') \
+    && for p in '$MACHINE_NV'/nvidia '$MACHINE_NV'/nvidia_*.dist-info '$MACHINE_NV'/cuda_toolkit-*.dist-info; do
+         [[ -e \$p ]] && ln -s \"\$p\" \"\$site/\"; done; ls -l \"\$site\" | grep -i -e nvidia -e cuda_toolkit"
+  stub=""
+  [[ $GPU == 0 ]] && stub="$WORK/driver-stub"
+  preflight machine-nvidia-preflight record "$OTHER/bin/python" "$stub"
+  step machine-nvidia-import record -- clean "$OTHER" python -c "$DEMO"
+fi
+finish

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# ci/gpu-offline-pack.sh --wheel TORCH_FL_CUDA_WHEEL [options]
+#
+# On the CPU machine that built the cuda wheel (torch-fl-build --platform cuda), assemble everything a GPU
+# machine with NO network needs for ci/gpu-offline-env.sh, and cut it into pieces small enough to carry:
+#
+#   OUT/payload/payload.json          what is what (roles of the files below, Python version, glibc floor)
+#   OUT/payload/python/cpython-*.tar.xz   a relocatable Python 3.11 (ci/gpu_offline.py pack-python)
+#   OUT/payload/wheelhouse/*.whl      stock torch X.Y.Z+cpu, the torch_fl cuda wheel, every wheel they require
+#                                     (nvidia-*, cuda-toolkit, ...), pip, pytest and its deps, the
+#                                     torch-fl-preflight wheel and its deps
+#   OUT/pieces/payload.part-NNN       consecutive slices of the payload, each <= --piece-mib MiB
+#   OUT/pieces/manifest.json          sha256 and size of every piece and every payload file
+#
+# Options:
+#   --wheel WHL        the torch_fl cuda wheel (required)
+#   --out DIR          default ${FLAGOS_CI_WORK:-build/ci}/gpu-offline: inside the repository's ignored build/
+#                      folder, which is where the device tool's `carry` can take the pieces from
+#   --python PY        the Python 3.11 to pack (default python3.11); its pip downloads the wheels
+#   --torch-wheel WHL  the stock torch CPU wheel (default: pip download torch==X.Y.Z+cpu, X.Y.Z from the wheel)
+#   --find-links DIR   extra local wheel folders for pip (repeatable), e.g. the nvidia wheels torch-fl-build cached
+#   --preflight-wheel WHL  a torch-fl-preflight wheel to carry (default: built from preflight/ here)
+#   --tool REQ         a tool the GPU run needs besides the environment (repeatable; default: pip pytest)
+#   --no-index         take every wheel from --find-links folders, none from an index
+#   --xz-preset N      xz level of the Python tarball (default 6)
+#   --piece-mib N      piece size (default 62: the device tool moves at most 64 MiB per call, repository included)
+#
+# Carrying the pieces with the device tool (one `run` call per piece; the tool copies the repository and
+# the paths named in `carry` -- ignored paths inside the repository -- to the GPU machine, 64 MiB a call):
+#   1. every call:  run(carry=["build/ci/gpu-offline/pieces/payload.part-NNN"],
+#                       command="mkdir -p /tmp/flagos-pieces && cp build/ci/gpu-offline/pieces/payload.part-NNN /tmp/flagos-pieces/")
+#      copy OUTSIDE the working tree: the next call's tree replaces the repository copy there.  Send the calls
+#      a few seconds apart (one run at a time), and keep the machine warm between them (it is given back when
+#      idle for ~30 s, and a fresh machine has an empty /tmp: start over then).
+#   2. the last call carries the manifest and runs everything:
+#      run(carry=["build/ci/gpu-offline/pieces/manifest.json", <the last piece>], timeout_s=600,
+#          command="cp build/ci/gpu-offline/pieces/* /tmp/flagos-pieces/ && ci/gpu-offline-env.sh
+#                   --pieces /tmp/flagos-pieces --out $OUT/offline --machine-nvidia $(python3 -c 'import
+#                   nvidia, os; print(os.path.dirname(nvidia.__path__[0]))')")
+#      reassembly verifies every piece's sha256 first and names any that must be carried again.
+# Exit codes: 0 ok, 1 a step failed, 2 unusable input (one line: the problem, then the fix).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+HERE="$ROOT/ci"
+WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB=62 XZ=6
+FIND_LINKS=() TOOLS=()
+die() { echo "ci/gpu-offline-pack.sh: $1" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --wheel) WHEEL=${2:?}; shift 2 ;;
+    --out) OUT=${2:?}; shift 2 ;;
+    --python) PY=${2:?}; shift 2 ;;
+    --torch-wheel) TORCH_WHEEL=${2:?}; shift 2 ;;
+    --find-links) FIND_LINKS+=(--find-links "${2:?}"); shift 2 ;;
+    --no-index) FIND_LINKS+=(--no-index); shift ;;
+    --preflight-wheel) PREFLIGHT_WHEEL=${2:?}; shift 2 ;;
+    --tool) TOOLS+=("${2:?}"); shift 2 ;;
+    --piece-mib) PIECE_MIB=${2:?}; shift 2 ;;
+    --xz-preset) XZ=${2:?}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument ($1) — see --help" ;;
+  esac
+done
+[[ -n "$WHEEL" ]] || die "no torch_fl wheel given — pass --wheel dist/torch_fl-*+cuda*.whl (torch-fl-build --platform cuda)"
+[[ -f "$WHEEL" && "$WHEEL" == *.whl ]] || die "no wheel file at $WHEEL — pass the path torch-fl-build printed"
+[[ "$(basename "$WHEEL")" == torch_fl-*+cuda* ]] || die "$(basename "$WHEEL") is not a torch_fl cuda wheel — build one with torch-fl-build --platform cuda"
+command -v "$PY" >/dev/null || die "no Python at $PY — pass --python with a Python 3.11"
+[[ "$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" == 3.11 ]] || die "$PY is not Python 3.11 — pass --python with one"
+[[ -n "$TORCH_WHEEL" && ! -f "$TORCH_WHEEL" ]] && die "no torch wheel at $TORCH_WHEEL — pass --torch-wheel torch-X.Y.Z+cpu-*.whl or leave it out"
+[[ -n "$PREFLIGHT_WHEEL" && ! -f "$PREFLIGHT_WHEEL" ]] && die "no preflight wheel at $PREFLIGHT_WHEEL — pass a torch_fl_preflight-*.whl or leave it out"
+[[ ${#TOOLS[@]} -gt 0 ]] || TOOLS=(pip pytest)
+[[ -z "$TORCH_WHEEL" || "$(basename "$TORCH_WHEEL")" == torch-*+cpu-* ]] || die "$(basename "$TORCH_WHEEL") is not a torch CPU wheel — pass torch-X.Y.Z+cpu-*.whl"
+OUT=${OUT:-${FLAGOS_CI_WORK:-$ROOT/build/ci}/gpu-offline}
+WHEEL=$(cd "$(dirname "$WHEEL")" && pwd)/$(basename "$WHEEL")
+PAYLOAD="$OUT/payload" WH="$OUT/payload/wheelhouse"
+say() { printf '== %s\n' "$*" >&2; }
+t0=$SECONDS
+
+rm -rf "$PAYLOAD" && mkdir -p "$WH" "$PAYLOAD/python"
+torch_req=$("$PY" - "$WHEEL" <<'EOF'
+import re, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    for line in z.read(meta).decode().splitlines():
+        m = re.match(r"Requires-Dist: torch\s*==\s*([\w.]+)", line)
+        if m:
+            print(m.group(1))
+EOF
+)
+[[ -n "$torch_req" ]] || die "$(basename "$WHEEL") has no exact torch requirement — build it with torch-fl-build --platform cuda"
+
+say "Python: a relocatable copy of $PY"
+"$PY" "$HERE/gpu_offline.py" pack-python --python "$PY" --xz-preset "$XZ" \
+  --out "$PAYLOAD/python/cpython-$("$PY" -c 'import platform; print(platform.python_version())')-x86_64-linux.tar.xz" >"$OUT/python.json"
+
+if [[ -z "$TORCH_WHEEL" ]]; then
+  say "torch $torch_req+cpu"
+  "$PY" -m pip download --quiet --no-deps --only-binary=:all: "${FIND_LINKS[@]}" -d "$OUT/torch-cpu" "torch==$torch_req+cpu"
+  TORCH_WHEEL=$(ls "$OUT"/torch-cpu/torch-"$torch_req"+cpu-*.whl | head -1)
+fi
+
+if [[ -z "$PREFLIGHT_WHEEL" ]]; then
+  say "preflight wheel"
+  "$PY" -m pip wheel --quiet --no-deps -w "$OUT/preflight" "$ROOT/preflight" >/dev/null
+  PREFLIGHT_WHEEL=$(ls "$OUT"/preflight/torch_fl_preflight-*.whl | head -1)
+fi
+
+# Every requirement, resolved once, with the CPU torch given as a file so that torch==X.Y.Z cannot pick the
+# CUDA build of the same version from an index.  pip copies local files into -d.
+say "wheelhouse: the torch_fl wheel, torch CPU, their requirements, pip, pytest, preflight's requirements"
+"$PY" -m pip download --quiet --only-binary=:all: "${FIND_LINKS[@]}" --find-links "$WH" -d "$WH" \
+  "$WHEEL" "$TORCH_WHEEL" "$PREFLIGHT_WHEEL" "${TOOLS[@]}"
+
+say "checking the wheelhouse resolves offline"
+"$PY" -m pip install --quiet --dry-run --ignore-installed --no-index --find-links "$WH" \
+  "$WH/$(basename "$WHEEL")" "$WH/$(basename "$TORCH_WHEEL")" "$WH/$(basename "$PREFLIGHT_WHEEL")" "${TOOLS[@]}" \
+  || { echo "ci/gpu-offline-pack.sh: the wheelhouse does not resolve without an index" >&2; exit 1; }
+n_torch=$(ls "$WH"/torch-*.whl | wc -l)
+[[ "$n_torch" == 1 ]] || { echo "ci/gpu-offline-pack.sh: $n_torch torch wheels in the wheelhouse; expected only the CPU one" >&2; exit 1; }
+
+"$PY" - "$OUT/python.json" "$PAYLOAD/payload.json" "$(basename "$WHEEL")" "$(basename "$TORCH_WHEEL")" "$WH" \
+  "$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" <<'EOF'
+import json, sys, time
+from pathlib import Path
+py = json.loads(Path(sys.argv[1]).read_text())
+wh = Path(sys.argv[5])
+one = lambda pat: next(p.name for p in wh.glob(pat))
+doc = {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "source_revision": sys.argv[6],
+       "python": {"tarball": "python/" + Path(py["tarball"]).name, "root": py["root"], "version": py["python"],
+                  "glibc_floor": py["glibc_floor"], "grafted": py["grafted"]},
+       "torch_fl_wheel": "wheelhouse/" + sys.argv[3], "torch_wheel": "wheelhouse/" + sys.argv[4],
+       "preflight_wheel": "wheelhouse/" + one("torch_fl_preflight-*.whl"),
+       "pip_wheel": "wheelhouse/" + one("pip-*.whl"),
+       "wheels": sorted(p.name for p in wh.glob("*.whl"))}
+Path(sys.argv[2]).write_text(json.dumps(doc, indent=2) + "\n")
+EOF
+t_assemble=$((SECONDS - t0))
+
+say "pieces of at most $PIECE_MIB MiB"
+"$PY" "$HERE/gpu_offline.py" split --payload "$PAYLOAD" --out "$OUT/pieces" --piece-mib "$PIECE_MIB"
+size=$(du -sb "$PAYLOAD" | cut -f1)
+n=$(ls "$OUT"/pieces/payload.part-* | wc -l)
+echo "payload $((size / 1048576)) MiB in $n pieces under $OUT/pieces (assembled in ${t_assemble}s, total $((SECONDS - t0))s)" >&2
