@@ -54,7 +54,7 @@ def _check(path: Path, config: Config) -> BuiltWheel:
 _CUDA_TORCH_MEMBERS = ("torch/lib/libtorch_cuda.so", "torch/lib/libc10_cuda.so")
 
 
-def _cuda_torch_dir(config: Config, work: Path) -> Path | None:
+def _cuda_torch_dir(config: Config) -> Path | None:
     """The CUDA torch's ``torch`` package directory for CMake (FLAGOS_CUDA_TORCH_DIR).
 
     A torch/lib directory is used where it is; a wheel has its headers and the two
@@ -100,7 +100,7 @@ def build(config: Config, work: Path, log: Callable[[str], None] = lambda s: Non
     log_path = work / "build.log"
     env = dict(os.environ)
     env.update(config.build_env)
-    cuda_torch = _cuda_torch_dir(config, work)
+    cuda_torch = _cuda_torch_dir(config)
     if cuda_torch is not None:
         env["FLAGOS_CUDA_TORCH_DIR"] = str(cuda_torch)
     cmd = [config.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
