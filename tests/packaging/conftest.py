@@ -7,9 +7,7 @@ session-scoped host wheel builds the real plugin once (or takes
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,17 +22,7 @@ import synthetic  # noqa: E402
 from torch_fl_packaging.configure import installed_torch  # noqa: E402
 from torch_fl_packaging.recipe import Recipe, load_recipe  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-BUNDLERS = REPO / "bundlers"
-SDK_VERSION = {"metax": "3.8.1", "dcu": "26.04", "ppu": "1.5.2", "ascend": "8.2.0", "gcu": "3.4.5",
-               "musa": "4.2.0", "tsingmicro": "2.1.0", "kunlunxin": "5.0.21", "bpu": "3.2.1"}
-
-
-def torch_base() -> str:
-    from packaging.version import Version
-
-    return Version(installed_torch()[0].version).base_version
-
+from packaging_support import BUNDLERS, SDK_VERSION, build_env, run_build, torch_base  # noqa: E402
 
 @pytest.fixture(scope="session")
 def torch_lib() -> Path:
@@ -45,32 +33,6 @@ def torch_lib() -> Path:
 def stand_in_fork(tmp_path_factory: pytest.TempPathFactory, torch_lib: Path) -> Path:
     """STAND-IN vendor fork: the stock core libraries copied, as a vendor build ships them."""
     return synthetic.make_stand_in_fork(torch_lib, tmp_path_factory.mktemp("stand-in-fork"))
-
-
-def build_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-@dataclass
-class Result:
-    rc: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self) -> dict:
-        return json.loads(self.stdout)
-
-
-def run_build(args: list[str], *, env: dict[str, str] | None = None, cwd: Path = REPO) -> Result:
-    """Run torch-fl-build as a user would: a subprocess of this environment."""
-    exe = shutil.which("torch-fl-build", path=str(Path(sys.executable).parent))
-    cmd = [exe] if exe else [sys.executable, "-m", "torch_fl_packaging.main"]
-    proc = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env or build_env(), cwd=cwd,
-                          timeout=900)
-    return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
 @dataclass

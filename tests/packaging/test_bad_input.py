@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLERS, build_env, run_build
+from packaging_support import BUNDLERS, build_env, run_build
 from synthetic import make_sdk_tree
 from torch_fl_packaging.recipe import load_recipe
 

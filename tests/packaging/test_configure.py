@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLERS, REPO, build_env, run_build
+from packaging_support import BUNDLERS, REPO, build_env, run_build
 from synthetic import make_sdk_tree
 from torch_fl_packaging.configure import check_concrete_version, configure, installed_torch, read_sdk_version
 from torch_fl_packaging.errors import ConfigureError
@@ -92,7 +92,7 @@ def test_cuda_torch_is_downloaded_once_from_the_configured_index(tmp_path: Path,
 
 
 def _plugin(tmp_path: Path, torch_lib: Path) -> Path:
-    from conftest import torch_base
+    from packaging_support import torch_base
     from synthetic import make_plugin_wheel
     from test_cuda_assets import CUDA_REQS
 

@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLERS, run_build, torch_base
+from packaging_support import BUNDLERS, run_build, torch_base
 from synthetic import PY_TAG, compile_library, make_plugin_wheel
 from torch_fl_packaging.configure import installed_torch
 from torch_fl_packaging.elf_read import read_elf

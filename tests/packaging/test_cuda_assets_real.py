@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, build_env, run_build
+from packaging_support import REPO, build_env, run_build
 from synthetic import compile_library, make_plugin_wheel
 from torch_fl_packaging.configure import configure
 from torch_fl_packaging.elf_read import read_elf

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import run_build
+from packaging_support import run_build
 
 
 def _schema() -> dict:

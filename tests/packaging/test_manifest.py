@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_build
+from packaging_support import REPO, run_build
 from torch_fl_packaging.errors import ManifestError, VerifyError
 from torch_fl_packaging.manifest import load_schema, validate_manifest
 from torch_fl_packaging.verify import check_wheel

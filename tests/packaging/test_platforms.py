@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLERS, run_build
+from packaging_support import BUNDLERS, run_build
 from torch_fl_packaging.elf_read import read_elf
 from torch_fl_packaging.recipe import available_platforms, load_recipe
 
@@ -125,7 +125,7 @@ def test_kind_none_bundles_nothing(tmp_path: Path, torch_lib: Path) -> None:
     """No shipped recipe uses `none` (a build against a vendor torch that has the kernels); a temporary one does."""
     import shutil
 
-    from conftest import REPO, torch_base
+    from packaging_support import REPO, torch_base
     from synthetic import make_plugin_wheel
 
     source = tmp_path / "src"

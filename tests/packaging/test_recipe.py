@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLERS
+from packaging_support import BUNDLERS
 from torch_fl_packaging.errors import RecipeError
 from torch_fl_packaging.recipe import BUNDLE_KINDS, Recipe, available_platforms, load_recipe, load_recipe_file
 

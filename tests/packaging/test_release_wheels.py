@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, build_env, run_build
+from packaging_support import REPO, build_env, run_build
 from torch_fl_packaging.manifest import load_schema, validate_manifest
 
 pytestmark = [pytest.mark.wheel, pytest.mark.slow]

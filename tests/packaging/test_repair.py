@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLERS, build_env, run_build, torch_base
+from packaging_support import BUNDLERS, build_env, run_build, torch_base
 from synthetic import compile_library, make_plugin_wheel
 from torch_fl_packaging.elf_read import read_elf
 from torch_fl_packaging.recipe import load_recipe
@@ -84,7 +84,7 @@ def test_failed_stage_leaves_no_work_dir(tmp_path: Path, torch_lib: Path) -> Non
 def test_failed_build_keeps_its_log(tmp_path: Path) -> None:
     import shutil
 
-    from conftest import REPO
+    from packaging_support import REPO
 
     source = tmp_path / "src"
     shutil.copytree(REPO / "bundlers", source / "bundlers")
