@@ -135,8 +135,14 @@ new_env() {
 # machine's own torch can leak in, and from WORK, so no source checkout's torch_fl shadows the installed one.
 clean() { env -i PATH="$1/bin:/usr/bin:/bin" HOME="$HOME" ${TMPDIR:+TMPDIR=$TMPDIR} \
   ${LD_LIBRARY_PATH_KEEP:+LD_LIBRARY_PATH=$LD_LIBRARY_PATH_KEEP} "${@:2}"; }
-# The driver library is found where the machine's image puts it: keep its LD_LIBRARY_PATH entries only.
-LD_LIBRARY_PATH_KEEP=${LD_LIBRARY_PATH:-}
+# The driver (libcuda.so.1) is found where the machine's image puts it: of LD_LIBRARY_PATH keep only the
+# folders that hold it, so no CUDA toolkit or torch library folder of the machine's can shadow the carried ones.
+LD_LIBRARY_PATH_KEEP=""
+IFS=: read -ra _dirs <<<"${LD_LIBRARY_PATH:-}"
+for d in "${_dirs[@]}"; do
+  [[ -n "$d" && -e "$d/libcuda.so.1" ]] && LD_LIBRARY_PATH_KEEP="${LD_LIBRARY_PATH_KEEP:+$LD_LIBRARY_PATH_KEEP:}$d"
+done
+echo "LD_LIBRARY_PATH kept: ${LD_LIBRARY_PATH_KEEP:-(none)} of ${LD_LIBRARY_PATH:-(unset)}" >>"$OUT/gpu.txt"
 cd "$WORK"
 
 MAIN="$WORK/env-main" TOOLS="$WORK/env-tools" PYTEST_SITE="$WORK/pytest-site"
