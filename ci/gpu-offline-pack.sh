@@ -25,19 +25,19 @@
 #   --xz-preset N      xz level of the Python tarball (default 6)
 #   --piece-mib N      piece size (default 62: the device tool moves at most 64 MiB per call, repository included)
 #
-# Carrying the pieces with the device tool (one `run` call per piece; the tool copies the repository and
-# the paths named in `carry` -- ignored paths inside the repository -- to the GPU machine, 64 MiB a call):
-#   1. every call:  run(carry=["build/ci/gpu-offline/pieces/payload.part-NNN"],
-#                       command="mkdir -p /tmp/flagos-pieces && cp build/ci/gpu-offline/pieces/payload.part-NNN /tmp/flagos-pieces/")
-#      copy OUTSIDE the working tree: the next call's tree replaces the repository copy there.  Send the calls
-#      a few seconds apart (one run at a time), and keep the machine warm between them (it is given back when
-#      idle for ~30 s, and a fresh machine has an empty /tmp: start over then).
-#   2. the last call carries the manifest and runs everything:
-#      run(carry=["build/ci/gpu-offline/pieces/manifest.json", <the last piece>], timeout_s=600,
-#          command="cp build/ci/gpu-offline/pieces/* /tmp/flagos-pieces/ && ci/gpu-offline-env.sh
-#                   --pieces /tmp/flagos-pieces --out $OUT/offline --machine-nvidia $(python3 -c 'import
-#                   nvidia, os; print(os.path.dirname(nvidia.__path__[0]))')")
-#      reassembly verifies every piece's sha256 first and names any that must be carried again.
+# Carrying the pieces with the device tool (no network there; the tool copies the repository plus the
+# ignored paths named in `carry`, 64 MiB a call in all -- the repository itself is ~1 MiB, hence 62 MiB pieces):
+#   python3 ci/gpu_offline.py device-calls --pieces build/ci/gpu-offline/pieces
+# prints the `run` calls, one JSON object ({carry, command, timeout_s}) a line, to make in order:
+#   * one call per piece: carry=[".../payload.part-NNN"], command copies it OUTSIDE the working tree
+#     (/tmp/flagos-pieces: the next call's tree replaces the repository copy) and prints how many pieces the
+#     machine holds.  Make the calls back to back, a few seconds apart (one run at a time): the machine is given
+#     back after ~30 s idle, and a fresh one has an empty /tmp -- when the count drops, carry from piece 000 again.
+#   * the last call carries the last piece and manifest.json and runs ci/gpu-offline-env.sh, which reassembles
+#     first (every sha256 checked; a bad or missing piece is named: carry that one again), with the machine's
+#     own nvidia packages as the second environment; results.json and an archive of every log come back in $OUT.
+# The pieces may stay outside the repository behind an ignored link (ln -s /elsewhere build/ci/gpu-offline):
+# the tool carries a path through one link.
 # Exit codes: 0 ok, 1 a step failed, 2 unusable input (one line: the problem, then the fix).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -6,6 +6,7 @@ machine's own python3 (3.12) when reassembling, before the carried Python 3.11 e
     python3 ci/gpu_offline.py pack-python  --python PY --out TARBALL
     python3 ci/gpu_offline.py split        --payload DIR --out PIECES_DIR [--piece-mib 62]
     python3 ci/gpu_offline.py reassemble   --pieces PIECES_DIR --dest DIR
+    python3 ci/gpu_offline.py device-calls --pieces PIECES_DIR   (the device tool's run calls, one a line)
     python3 ci/gpu_offline.py record       --results FILE --step NAME --rc N --seconds S [--expect ok|fail|skip]
                                            [--log FILE] [--json-file FILE] [--junit FILE] [--note TEXT]
     python3 ci/gpu_offline.py finish       --results FILE [--rehearsal]
@@ -321,6 +322,43 @@ def driver_stub(preflight_json: Path, out: Path) -> Path:
     return out
 
 
+# ----------------------------------------------------------------------------------------- device-calls
+STAGE = "/tmp/flagos-pieces"  # on the GPU machine, outside the working tree that each call replaces
+
+
+def device_calls(pieces_dir: Path, repo: Path, out_arg: str) -> list[dict[str, object]]:
+    """The device tool's `run` calls that carry the pieces one by one, then run the procedure.
+
+    The pieces must lie inside the repository in an ignored folder (only such paths can be carried);
+    every call prints how many pieces the machine holds, so a session sees at once when it was handed a
+    fresh machine (its /tmp is empty: carry from the first piece again).
+    """
+    manifest = load_manifest(pieces_dir)
+    # Not resolved: a symbolic link inside the repository to pieces kept elsewhere is fine, since the device
+    # tool carries a path through one link (device README, Notes).
+    rel = os.path.relpath(os.path.abspath(pieces_dir), os.path.abspath(repo))
+    if rel.startswith(".."):
+        raise UsageError(f"the pieces ({pieces_dir}) are outside the repository ({repo}) — pack with --out under"
+                         " build/ (ignored) or link an ignored folder there to them: the device tool carries"
+                         " only paths inside the repository")
+    count = f"ls {STAGE} | grep -c part-"
+    calls: list[dict[str, object]] = []
+    pieces = [str(p["name"]) for p in manifest["pieces"]]  # type: ignore[attr-defined]
+    for name in pieces[:-1]:
+        calls.append({"carry": [f"{rel}/{name}"], "timeout_s": 120,
+                      "command": f"mkdir -p {STAGE} && cp {rel}/{name} {STAGE}/ && {count}"})
+    last = pieces[-1]
+    nv = "$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))')"
+    # At most 8 files come back from $OUT: results.json (every step, with its log's tail) and one archive of
+    # all the logs and JSON reports.
+    calls.append({"carry": [f"{rel}/{last}", f"{rel}/{MANIFEST}"], "timeout_s": 600,
+                  "command": f"mkdir -p {STAGE} && cp {rel}/{last} {rel}/{MANIFEST} {STAGE}/ && {count}; "
+                             f"ci/gpu-offline-env.sh --pieces {STAGE} --out {out_arg} --machine-nvidia {nv}; rc=$?; "
+                             f"cp {out_arg}/results.json $OUT/; tar -czf $OUT/offline-out.tar.gz -C {out_arg} .; "
+                             "exit $rc"})
+    return calls
+
+
 # ----------------------------------------------------------------------------------------- record/finish
 def junit_counts(path: Path) -> dict[str, int]:
     root = ET.parse(path).getroot()
@@ -403,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("reassemble")
     s.add_argument("--pieces", required=True)
     s.add_argument("--dest", required=True)
+    s = sub.add_parser("device-calls", help="print the device tool's run calls, one JSON object a line")
+    s.add_argument("--pieces", required=True)
+    s.add_argument("--repo", default=str(Path(__file__).resolve().parent.parent))
+    s.add_argument("--out-arg", default="/tmp/flagos-offline-out", help="the --out of the last call")
     s = sub.add_parser("record")
     s.add_argument("--results", required=True)
     s.add_argument("--step", required=True)
@@ -433,6 +475,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{len(m['files'])} files, {m['total_size']} bytes, verified, in {args.dest}", file=sys.stderr)  # type: ignore[arg-type]
         elif args.command == "driver-stub":
             print(driver_stub(Path(args.preflight_json), Path(args.out)))
+        elif args.command == "device-calls":
+            for call in device_calls(Path(args.pieces), Path(args.repo), args.out_arg):
+                print(json.dumps(call))
         elif args.command == "record":
             record(args)
         else:

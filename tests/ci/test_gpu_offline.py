@@ -106,6 +106,23 @@ def test_missing_pieces_and_manifests_are_named(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no manifest.json" in done.stderr
 
 
+def test_device_calls_carry_one_piece_each_through_an_ignored_link(tmp_path: Path) -> None:
+    payload_tree(tmp_path / "payload")
+    manifest = split(tmp_path / "payload", tmp_path / "pieces", 1000)
+    repo = tmp_path / "repo"
+    (repo / "build").mkdir(parents=True)
+    (repo / "build" / "gpu-offline").symlink_to(tmp_path)
+    done = helper("device-calls", "--pieces", str(repo / "build" / "gpu-offline" / "pieces"), "--repo", str(repo))
+    assert done.returncode == 0, done.stderr
+    calls = [json.loads(line) for line in done.stdout.splitlines()]
+    names = [p["name"] for p in manifest["pieces"]]  # type: ignore[attr-defined]
+    assert [c["carry"][0] for c in calls] == [f"build/gpu-offline/pieces/{n}" for n in names]
+    assert all(len(c["carry"]) == 1 for c in calls[:-1]) and calls[-1]["carry"][1].endswith("manifest.json")
+    assert all(len(c["command"]) <= 2000 for c in calls) and "ci/gpu-offline-env.sh --pieces" in calls[-1]["command"]
+    outside = helper("device-calls", "--pieces", str(tmp_path / "pieces"), "--repo", str(repo))
+    assert outside.returncode == 2 and "outside the repository" in outside.stderr
+
+
 def test_scripts_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
     pack = subprocess.run([str(REPO / "ci" / "gpu-offline-pack.sh"), "--wheel", str(tmp_path / "nope.whl")],
                           capture_output=True, text=True, timeout=60, check=False)
