@@ -209,6 +209,6 @@ if [[ -n "$MACHINE_NV" ]]; then
   stub=""
   [[ $GPU == 0 ]] && stub="$WORK/driver-stub"
   preflight machine-nvidia-preflight record "$OTHER/bin/python" "$stub"
-  step machine-nvidia-import record -- clean "$OTHER" python -c "$DEMO"
+  step machine-nvidia-import record --predicted-by "$OUT/machine-nvidia-preflight.json" -- clean "$OTHER" python -c "$DEMO"
 fi
 finish

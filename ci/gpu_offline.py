@@ -390,6 +390,20 @@ def record(args: argparse.Namespace) -> None:
             step["tests"] = junit_counts(Path(args.junit))
         except (OSError, ET.ParseError) as e:
             step["tests_error"] = str(e)
+    if args.predicted_by:
+        # Did the failure name what preflight said was missing (a symbol or a library)?
+        try:
+            report = json.loads(Path(args.predicted_by).read_text(encoding="utf-8"))
+            findings = report["subjects"][0]["findings"]
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            step["predicted_error"] = str(e)
+        else:
+            names = {d.split(": ", 1)[1].split("@")[0].replace(" not found", "")
+                     for f in findings if f["id"] in ("elf.symbols", "elf.needed") and f["status"] == "fail"
+                     for d in f.get("details") or [] if ": " in d}
+            text = Path(args.log).read_text(encoding="utf-8", errors="replace") if args.log else ""
+            named = sorted(n for n in names if n and n in text)
+            step["preflight_predicted"] = {"named_in_failure": named, "matches": bool(named)}
     for item in args.note or []:
         key, _, value = item.partition("=")
         step[key] = value
@@ -457,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--junit")
     s.add_argument("--note", action="append", help="KEY=VALUE added to the step")
     s.add_argument("--last-line", help="with --expect ok: the output's last line must be this")
+    s.add_argument("--predicted-by", help="a preflight JSON report: note whether the log names what it found missing")
     s = sub.add_parser("driver-stub")
     s.add_argument("--preflight-json", required=True)
     s.add_argument("--out", required=True)
