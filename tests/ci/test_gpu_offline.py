@@ -157,7 +157,9 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     for bundled in (Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"):
         shutil.copy(bundled, links)
     out = tmp_path / "carry"
-    env = {**os.environ, "PATH": PATH, "PIP_CONFIG_FILE": os.devnull}  # only the given folders, whatever this machine's pip says
+    # Only the given folders, whatever this machine's pip configuration (pip.conf, PIP_* variables) says.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PATH=PATH, PIP_CONFIG_FILE=os.devnull)
     pack = subprocess.run(
         [str(REPO / "ci" / "gpu-offline-pack.sh"), "--wheel", str(torch_fl), "--out", str(out), "--python", sys.executable,
          "--torch-wheel", str(torch), "--preflight-wheel", str(preflight), "--find-links", str(links), "--no-index",
