@@ -123,7 +123,7 @@ have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
 
 rm -rf "$WORK/python" && mkdir -p "$WORK/python"
 step python ok --note "version=$(meta python version)" -- bash -c \
-  "tar -xJf '$PAYLOAD/$(meta python tarball)' -C '$WORK/python' && env -i PATH=/usr/bin:/bin '$PYROOT/bin/python3' -c 'import sys, ssl, ctypes, zlib, lzma, sqlite3; print(sys.version); print(sys.prefix)'" \
+  "'$HOSTPY' '$HELPER' unpack --tarball '$PAYLOAD/$(meta python tarball)' --dest '$WORK/python' && env -i PATH=/usr/bin:/bin '$PYROOT/bin/python3' -c 'import sys, ssl, ctypes, zlib, lzma, sqlite3; print(sys.version); print(sys.prefix)'" \
   || abort "the carried Python does not run" python
 
 # new_env DIR: a venv of the carried Python with pip from the wheelhouse (nothing from any index).
@@ -143,7 +143,7 @@ for d in "${_dirs[@]}"; do
   [[ -n "$d" && -e "$d/libcuda.so.1" ]] && LD_LIBRARY_PATH_KEEP="${LD_LIBRARY_PATH_KEEP:+$LD_LIBRARY_PATH_KEEP:}$d"
 done
 echo "LD_LIBRARY_PATH kept: ${LD_LIBRARY_PATH_KEEP:-(none)} of ${LD_LIBRARY_PATH:-(unset)}" >>"$OUT/gpu.txt"
-cd "$WORK"
+cd "$WORK" || die "cannot enter $WORK — pass a writable --work"
 
 MAIN="$WORK/env-main" TOOLS="$WORK/env-tools" PYTEST_SITE="$WORK/pytest-site"
 step install ok --note "wheel=$(basename "$TORCH_FL_WHEEL")" -- bash -c "

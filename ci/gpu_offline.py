@@ -6,6 +6,7 @@ machine's own python3 (3.12) when reassembling, before the carried Python 3.11 e
     python3 ci/gpu_offline.py pack-python  --python PY --out TARBALL
     python3 ci/gpu_offline.py split        --payload DIR --out PIECES_DIR [--piece-mib 62]
     python3 ci/gpu_offline.py reassemble   --pieces PIECES_DIR --dest DIR
+    python3 ci/gpu_offline.py unpack       --tarball PYTHON_TAR_XZ --dest DIR
     python3 ci/gpu_offline.py device-calls --pieces PIECES_DIR   (the device tool's run calls, one a line)
     python3 ci/gpu_offline.py record       --results FILE --step NAME --rc N --seconds S [--expect ok|fail|skip]
                                            [--log FILE] [--json-file FILE] [--junit FILE] [--note TEXT]
@@ -290,6 +291,18 @@ def pack_python(python: str, out: Path, preset: int = 6) -> dict[str, object]:
             "glibc_floor": floor, "grafted": sorted(grafted)}
 
 
+def unpack(tarball: Path, dest: Path) -> None:
+    """Unpack the Python tarball with Python's own lzma (the GPU machine need not have xz)."""
+    if not tarball.is_file():
+        raise UsageError(f"no Python tarball at {tarball} — reassemble the payload again")
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tarball, "r:xz") as tar:
+        if hasattr(tarfile, "tar_filter"):  # 3.12+: refuse absolute paths and links out of dest
+            tar.extractall(dest, filter="tar")
+        else:
+            tar.extractall(dest)  # noqa: S202 - our own tarball, hashed in the manifest
+
+
 # ------------------------------------------------------------------------------------------ driver-stub
 DRIVER_API = re.compile(r"^cu[A-Z]\w*$")
 
@@ -448,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--python", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--xz-preset", type=int, default=6, choices=range(10))
+    s = sub.add_parser("unpack")
+    s.add_argument("--tarball", required=True)
+    s.add_argument("--dest", required=True)
     s = sub.add_parser("split")
     s.add_argument("--payload", required=True)
     s.add_argument("--out", required=True)
@@ -482,6 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "pack-python":
             print(json.dumps(pack_python(args.python, Path(args.out).resolve(), args.xz_preset), indent=2))
+        elif args.command == "unpack":
+            unpack(Path(args.tarball), Path(args.dest))
         elif args.command == "split":
             m = split(Path(args.payload), Path(args.out), int(args.piece_mib * (1 << 20)))
             print(f"{len(m['pieces'])} pieces, {m['total_size']} bytes, in {args.out}", file=sys.stderr)  # type: ignore[arg-type]
