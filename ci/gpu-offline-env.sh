@@ -8,6 +8,8 @@
 #
 #   reassemble          the pieces, every sha256 checked first (skipped with --payload)
 #   python              the carried relocatable Python 3.11, unpacked; ssl/ctypes/zlib import
+#   rebuild             only when the pack left out wheels the machine has (--target-has): rebuilds them from
+#                       the --machine-nvidia site-packages, every file checked against the wheel's RECORD sha256
 #   install             venv + pip install --no-index --find-links wheelhouse <torch_fl wheel> (torch CPU from
 #                       the wheelhouse); the machine's own torch is never touched nor on the path
 #   preflight           torch-fl-preflight --wheel <wheel> --python <env python> --check-installed --json,
@@ -144,6 +146,16 @@ for d in "${_dirs[@]}"; do
 done
 echo "LD_LIBRARY_PATH kept: ${LD_LIBRARY_PATH_KEEP:-(none)} of ${LD_LIBRARY_PATH:-(unset)}" >>"$OUT/gpu.txt"
 cd "$WORK" || die "cannot enter $WORK — pass a writable --work"
+
+if compgen -G "$PAYLOAD/records/*.dist-info.zip" >/dev/null; then
+  if [[ -z "$MACHINE_NV" ]]; then
+    echo "the payload leaves out wheels this machine has installed; pass --machine-nvidia SITE_PACKAGES" >"$OUT/rebuild.log"
+    "$HOSTPY" "$HELPER" record --results "$RESULTS" --step rebuild --rc 2 --log "$OUT/rebuild.log"
+    abort "no --machine-nvidia to rebuild the left-out wheels from" rebuild
+  fi
+  step rebuild ok --note "site=$MACHINE_NV" -- "$HOSTPY" "$HELPER" rebuild --records "$PAYLOAD/records" \
+    --site "$MACHINE_NV" --out "$WH" || abort "the machine's installed packages differ from the left-out wheels" rebuild
+fi
 
 MAIN="$WORK/env-main" TOOLS="$WORK/env-tools" PYTEST_SITE="$WORK/pytest-site"
 step install ok --note "wheel=$(basename "$TORCH_FL_WHEEL")" -- bash -c "

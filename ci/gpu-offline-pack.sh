@@ -22,6 +22,10 @@
 #   --preflight-wheel WHL  a torch-fl-preflight wheel to carry (default: built from preflight/ here)
 #   --tool REQ         a tool the GPU run needs besides the environment (repeatable; default: pip pytest)
 #   --no-index         take every wheel from --find-links folders, none from an index
+#   --target-has FREEZE  `python3 -m pip list --format=freeze` of the GPU machine: wheels tagged py3-none-* /
+#                      py2.py3-none-* (nvidia-*, cuda-toolkit) it has installed at the same version are not
+#                      carried, only their .dist-info; ci/gpu-offline-env.sh rebuilds them there from the
+#                      installed files, each checked against the wheel's RECORD sha256 (needs --machine-nvidia)
 #   --xz-preset N      xz level of the Python tarball (default 6)
 #   --piece-mib N      piece size (default 62: the device tool moves at most 64 MiB per call, repository included)
 #
@@ -42,7 +46,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HERE="$ROOT/ci"
-WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB=62 XZ=6
+WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB=62 XZ=6 TARGET_HAS=""
 FIND_LINKS=() TOOLS=()
 die() { echo "ci/gpu-offline-pack.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -57,6 +61,7 @@ while [[ $# -gt 0 ]]; do
     --tool) TOOLS+=("${2:?}"); shift 2 ;;
     --piece-mib) PIECE_MIB=${2:?}; shift 2 ;;
     --xz-preset) XZ=${2:?}; shift 2 ;;
+    --target-has) TARGET_HAS=${2:?}; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument ($1) — see --help" ;;
   esac
@@ -69,6 +74,7 @@ command -v "$PY" >/dev/null || die "no Python at $PY — pass --python with a Py
 [[ -n "$TORCH_WHEEL" && ! -f "$TORCH_WHEEL" ]] && die "no torch wheel at $TORCH_WHEEL — pass --torch-wheel torch-X.Y.Z+cpu-*.whl or leave it out"
 [[ -n "$PREFLIGHT_WHEEL" && ! -f "$PREFLIGHT_WHEEL" ]] && die "no preflight wheel at $PREFLIGHT_WHEEL — pass a torch_fl_preflight-*.whl or leave it out"
 [[ ${#TOOLS[@]} -gt 0 ]] || TOOLS=(pip pytest)
+[[ -z "$TARGET_HAS" || -f "$TARGET_HAS" ]] || die "no freeze file at $TARGET_HAS — save the GPU machine's python3 -m pip list --format=freeze there"
 [[ -z "$TORCH_WHEEL" || "$(basename "$TORCH_WHEEL")" == torch-*+cpu-* ]] || die "$(basename "$TORCH_WHEEL") is not a torch CPU wheel — pass torch-X.Y.Z+cpu-*.whl"
 OUT=${OUT:-${FLAGOS_CI_WORK:-$ROOT/build/ci}/gpu-offline}
 WHEEL=$(cd "$(dirname "$WHEEL")" && pwd)/$(basename "$WHEEL")
@@ -118,6 +124,13 @@ say "checking the wheelhouse resolves offline"
 n_torch=$(ls "$WH"/torch-*.whl | wc -l)
 [[ "$n_torch" == 1 ]] || { echo "ci/gpu-offline-pack.sh: $n_torch torch wheels in the wheelhouse; expected only the CPU one" >&2; exit 1; }
 
+rm -rf "$OUT/omitted"
+if [[ -n "$TARGET_HAS" ]]; then
+  say "leaving out the wheels the GPU machine has installed ($TARGET_HAS)"
+  "$PY" "$HERE/gpu_offline.py" omit-installed --wheelhouse "$WH" --freeze "$TARGET_HAS" \
+    --records "$PAYLOAD/records" --omitted "$OUT/omitted" >"$OUT/omitted.txt"
+  sed 's/^/   /' "$OUT/omitted.txt" >&2
+fi
 "$PY" - "$OUT/python.json" "$PAYLOAD/payload.json" "$(basename "$WHEEL")" "$(basename "$TORCH_WHEEL")" "$WH" \
   "$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" <<'EOF'
 import json, sys, time
@@ -131,7 +144,8 @@ doc = {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
        "torch_fl_wheel": "wheelhouse/" + sys.argv[3], "torch_wheel": "wheelhouse/" + sys.argv[4],
        "preflight_wheel": "wheelhouse/" + one("torch_fl_preflight-*.whl"),
        "pip_wheel": "wheelhouse/" + one("pip-*.whl"),
-       "wheels": sorted(p.name for p in wh.glob("*.whl"))}
+       "wheels": sorted(p.name for p in wh.glob("*.whl")),
+       "rebuilt_on_target": sorted(p.name[: -len(".dist-info.zip")] for p in wh.parent.glob("records/*.dist-info.zip"))}
 Path(sys.argv[2]).write_text(json.dumps(doc, indent=2) + "\n")
 EOF
 t_assemble=$((SECONDS - t0))

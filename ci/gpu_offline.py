@@ -6,6 +6,8 @@ machine's own python3 (3.12) when reassembling, before the carried Python 3.11 e
     python3 ci/gpu_offline.py pack-python  --python PY --out TARBALL
     python3 ci/gpu_offline.py split        --payload DIR --out PIECES_DIR [--piece-mib 62]
     python3 ci/gpu_offline.py reassemble   --pieces PIECES_DIR --dest DIR
+    python3 ci/gpu_offline.py omit-installed --wheelhouse WH --freeze FREEZE --records DIR --omitted DIR
+    python3 ci/gpu_offline.py rebuild      --records DIR --site SITE_PACKAGES --out WH
     python3 ci/gpu_offline.py unpack       --tarball PYTHON_TAR_XZ --dest DIR
     python3 ci/gpu_offline.py device-calls --pieces PIECES_DIR   (the device tool's run calls, one a line)
     python3 ci/gpu_offline.py record       --results FILE --step NAME --rc N --seconds S [--expect ok|fail|skip]
@@ -20,6 +22,7 @@ files it covers).  Exit codes: 0 ok, 1 a check failed, 2 unusable input (one lin
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -30,6 +33,7 @@ import sys
 import tarfile
 import time
 import xml.etree.ElementTree as ET
+import zipfile
 from pathlib import Path
 
 MANIFEST = "manifest.json"
@@ -192,6 +196,83 @@ def reassemble(pieces_dir: Path, dest: Path) -> dict[str, object]:
     if current is not None:
         raise CheckFailed(f"the pieces end inside {current['path']} — pack again")
     return manifest
+
+
+# --------------------------------------------------------------------------------------- omit / rebuild
+# A wheel the GPU machine already has installed, at the same version, need not be carried: only its
+# .dist-info (METADATA, WHEEL, RECORD: a few kB) travels, and the wheel is rebuilt there from the installed
+# files, each checked against the sha256 the original wheel's RECORD gives.  Only wheels tagged py3-none-*
+# / py2.py3-none-* (the nvidia-* and cuda-toolkit ones): their files do not depend on the Python version.
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def omit_installed(wheelhouse: Path, freeze: Path, records: Path, omitted: Path) -> list[str]:
+    have: set[tuple[str, str]] = set()
+    for line in freeze.read_text(encoding="utf-8").splitlines():
+        name, sep, version = line.strip().partition("==")
+        if sep:
+            have.add((_norm(name), version.strip()))
+    moved: list[str] = []
+    records.mkdir(parents=True, exist_ok=True)
+    omitted.mkdir(parents=True, exist_ok=True)
+    for whl in sorted(wheelhouse.glob("*.whl")):
+        parts = whl.name[:-4].split("-")
+        if len(parts) < 5 or (_norm(parts[0]), parts[1]) not in have or not parts[-2] == "none" \
+                or parts[-3] not in ("py3", "py2.py3"):
+            continue
+        with zipfile.ZipFile(whl) as src, zipfile.ZipFile(records / (whl.name + ".dist-info.zip"), "w") as dst:
+            for info in src.infolist():
+                if info.filename.split("/", 1)[0].endswith(".dist-info"):
+                    dst.writestr(info, src.read(info))
+        shutil.move(str(whl), str(omitted / whl.name))
+        moved.append(whl.name)
+    return moved
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def rebuild(records: Path, site: Path, out: Path) -> list[str]:
+    """Each omitted wheel again, from the machine's installed files; refused when one file differs."""
+    built: list[str] = []
+    for rec in sorted(records.glob("*.whl.dist-info.zip")):
+        name = rec.name[: -len(".dist-info.zip")]
+        with zipfile.ZipFile(rec) as src:
+            meta = {i.filename: src.read(i) for i in src.infolist()}
+        record = next((d for f, d in meta.items() if f.endswith(".dist-info/RECORD")), None)
+        if record is None:
+            raise UsageError(f"{rec.name} holds no RECORD — pack again")
+        target = out / name
+        tmp = out / (name + ".tmp")
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as dst:
+                for row in record.decode().splitlines():
+                    path, digest = (row.rsplit(",", 2) + ["", ""])[:2]
+                    if not path or path.split("/", 1)[0].endswith(".dist-info"):
+                        continue
+                    try:
+                        data = (site / path).read_bytes()
+                        mode = (site / path).stat().st_mode
+                    except OSError as e:
+                        raise CheckFailed(f"{name}: {path} is not installed in {site} ({e.strerror}) — carry the"
+                                          " wheel itself (pack without --target-has)") from e
+                    if digest and _record_hash(data) != digest:
+                        raise CheckFailed(f"{name}: the installed {path} differs from the wheel's — carry the wheel"
+                                          " itself (pack without --target-has)")
+                    info = zipfile.ZipInfo(path, (1980, 1, 1, 0, 0, 0))
+                    info.external_attr = (mode & 0o777) << 16  # pip keeps the executable bits
+                    dst.writestr(info, data)
+                for path, data in meta.items():
+                    dst.writestr(path, data)
+        except CheckFailed:
+            tmp.unlink(missing_ok=True)
+            raise
+        tmp.rename(target)
+        built.append(name)
+    return built
 
 
 # ----------------------------------------------------------------------------------------- pack-python
@@ -461,6 +542,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--python", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--xz-preset", type=int, default=6, choices=range(10))
+    s = sub.add_parser("omit-installed")
+    s.add_argument("--wheelhouse", required=True)
+    s.add_argument("--freeze", required=True, help="pip list --format=freeze of the GPU machine")
+    s.add_argument("--records", required=True)
+    s.add_argument("--omitted", required=True)
+    s = sub.add_parser("rebuild")
+    s.add_argument("--records", required=True)
+    s.add_argument("--site", required=True, help="the machine's site-packages")
+    s.add_argument("--out", required=True)
     s = sub.add_parser("unpack")
     s.add_argument("--tarball", required=True)
     s.add_argument("--dest", required=True)
@@ -498,6 +588,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "pack-python":
             print(json.dumps(pack_python(args.python, Path(args.out).resolve(), args.xz_preset), indent=2))
+        elif args.command == "omit-installed":
+            for name in omit_installed(Path(args.wheelhouse), Path(args.freeze), Path(args.records), Path(args.omitted)):
+                print(name)
+        elif args.command == "rebuild":
+            for name in rebuild(Path(args.records), Path(args.site), Path(args.out)):
+                print(name)
         elif args.command == "unpack":
             unpack(Path(args.tarball), Path(args.dest))
         elif args.command == "split":

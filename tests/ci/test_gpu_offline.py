@@ -136,6 +136,13 @@ def test_scripts_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
 PATH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
+def env_without_pip_settings() -> dict[str, str]:
+    """Only the given folders, whatever this machine's pip configuration (pip.conf, PIP_* variables) says."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PATH=PATH, PIP_CONFIG_FILE=os.devnull)
+    return env
+
+
 def _need_tools() -> None:
     if sys.version_info[:2] != (3, 11):
         pytest.skip("the procedure packs a Python 3.11; this is another")
@@ -156,19 +163,25 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     preflight = make_wheel(tmp_path / "preflight", "torch_fl_preflight", "0.1.0", {"torch_fl_preflight/__init__.py": ""})
     for bundled in (Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"):
         shutil.copy(bundled, links)
+    # The GPU machine has the nvidia package installed already: only its .dist-info travels.
+    site = tmp_path / "machine-site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target", str(site),
+                    str(links / "nvidia_fake_cu13-1.0-py3-none-any.whl")], check=True, env=env_without_pip_settings())
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("nvidia-fake-cu13==1.0\ntorch==2.11.0+cu130\n")
     out = tmp_path / "carry"
-    # Only the given folders, whatever this machine's pip configuration (pip.conf, PIP_* variables) says.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PATH=PATH, PIP_CONFIG_FILE=os.devnull)
+    env = env_without_pip_settings()
     pack = subprocess.run(
         [str(REPO / "ci" / "gpu-offline-pack.sh"), "--wheel", str(torch_fl), "--out", str(out), "--python", sys.executable,
          "--torch-wheel", str(torch), "--preflight-wheel", str(preflight), "--find-links", str(links), "--no-index",
-         "--tool", "pip", "--xz-preset", "0", "--piece-mib", "4"],
+         "--tool", "pip", "--xz-preset", "0", "--piece-mib", "4", "--target-has", str(freeze)],
         capture_output=True, text=True, timeout=600, check=False, env=env)
     assert pack.returncode == 0, pack.stderr
     meta = json.loads((out / "payload" / "payload.json").read_text())
     assert meta["python"]["version"].startswith("3.11.") and meta["torch_wheel"].endswith(torch.name)
-    assert {torch_fl.name, torch.name, preflight.name, "nvidia_fake_cu13-1.0-py3-none-any.whl"} <= set(meta["wheels"])
+    assert {torch_fl.name, torch.name, preflight.name} <= set(meta["wheels"])
+    assert meta["rebuilt_on_target"] == ["nvidia_fake_cu13-1.0-py3-none-any.whl"]
+    assert not (out / "payload" / "wheelhouse" / "nvidia_fake_cu13-1.0-py3-none-any.whl").exists()
     manifest = json.loads((out / "pieces" / "manifest.json").read_text())
     assert len(manifest["pieces"]) > 1 and all(p["size"] <= 4 << 20 for p in manifest["pieces"])
 
@@ -189,11 +202,12 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
 
     # The good pieces: the carried Python, a venv, pip --no-index from the wheelhouse.
     work = tmp_path / "w"
-    run = subprocess.run([*cmd, "--pieces", str(out / "pieces"), "--out", str(tmp_path / "out"), "--work", str(work)],
+    run = subprocess.run([*cmd, "--pieces", str(out / "pieces"), "--out", str(tmp_path / "out"), "--work", str(work),
+                          "--machine-nvidia", str(site / "nvidia")],
                          capture_output=True, text=True, timeout=300, check=False, env=env)
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert [s["name"] for s in results["steps"]] == ["reassemble", "python", "install"]
+    assert [s["name"] for s in results["steps"]] == ["reassemble", "python", "rebuild", "install"]
     assert results["main_path_passed"] and all(s["as_expected"] for s in results["steps"])
     python = work / "env-main" / "bin" / "python"
     probe = subprocess.run([str(python), "-c", "import sys, torch; print(sys.base_prefix); print(torch.__version__)"],
@@ -203,3 +217,8 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     installed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
                                check=True, env={**env, "PATH": "/usr/bin:/bin"}).stdout.split()
     assert sorted(i.split("==")[0].lower() for i in installed) == ["nvidia-fake-cu13", "pip", "torch", "torch-fl"]
+
+    # A left-out wheel is rebuilt only from files identical to the wheel's: a changed one is named.
+    (site / "nvidia" / "fake" / "lib" / "README").write_text("changed\n")
+    again = helper("rebuild", "--records", str(work / "payload" / "records"), "--site", str(site), "--out", str(tmp_path / "rb"))
+    assert again.returncode == 1 and "nvidia/fake/lib/README differs" in again.stderr
