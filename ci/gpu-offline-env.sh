@@ -114,7 +114,7 @@ PAYLOAD=$(cd "$PAYLOAD" && pwd)
 meta() { "$HOSTPY" -c 'import functools, json, sys; print(functools.reduce(lambda d, k: d[k], sys.argv[2:], json.load(open(sys.argv[1]))))' "$PAYLOAD/payload.json" "$@"; }
 WH="$PAYLOAD/wheelhouse"
 TORCH_FL_WHEEL="$PAYLOAD/$(meta torch_fl_wheel)"
-PIP_WHEEL="$PAYLOAD/$(meta pip_wheel)"
+PIPWHL="$PAYLOAD/$(meta pip_wheel)"
 PREFLIGHT_WHEEL="$PAYLOAD/$(meta preflight_wheel)"
 PYROOT="$WORK/python/$(meta python root)"
 floor=$(meta python glibc_floor)
@@ -131,7 +131,7 @@ step python ok --note "version=$(meta python version)" -- bash -c \
 # new_env DIR: a venv of the carried Python with pip from the wheelhouse (nothing from any index).
 new_env() {
   rm -rf "$1" && "$PYROOT/bin/python3" -m venv --without-pip "$1" \
-    && "$1/bin/python" "$PIP_WHEEL/pip" install --quiet --no-index --find-links "$WH" pip
+    && "$1/bin/python" "$PIPWHL/pip" install --quiet --no-index --find-links "$WH" pip
 }
 # Every command of the environments runs with a clean environment: no PYTHONPATH/LD_LIBRARY_PATH of the
 # machine's own torch can leak in, and from WORK, so no source checkout's torch_fl shadows the installed one.
@@ -159,12 +159,12 @@ fi
 
 MAIN="$WORK/env-main" TOOLS="$WORK/env-tools" PYTEST_SITE="$WORK/pytest-site"
 step install ok --note "wheel=$(basename "$TORCH_FL_WHEEL")" -- bash -c "
-  $(declare -f new_env); PYROOT='$PYROOT' PIP_WHEEL='$PIP_WHEEL' WH='$WH'
+  $(declare -f new_env); PYROOT='$PYROOT' PIPWHL='$PIPWHL' WH='$WH'
   new_env '$MAIN' && '$MAIN/bin/python' -m pip install --no-index --find-links '$WH' '$TORCH_FL_WHEEL' \
   && '$MAIN/bin/python' -m pip list --format=freeze" || abort "installing from the wheelhouse failed" install
 [[ $STOP == install ]] && finish
 step tools ok -- bash -c "
-  $(declare -f new_env); PYROOT='$PYROOT' PIP_WHEEL='$PIP_WHEEL' WH='$WH'
+  $(declare -f new_env); PYROOT='$PYROOT' PIPWHL='$PIPWHL' WH='$WH'
   new_env '$TOOLS' && '$TOOLS/bin/python' -m pip install --quiet --no-index --find-links '$WH' '$PREFLIGHT_WHEEL' \
   && '$MAIN/bin/python' -m pip install --quiet --no-index --find-links '$WH' --target '$PYTEST_SITE' pytest" \
   || abort "installing preflight and pytest from the wheelhouse failed" tools
@@ -212,7 +212,7 @@ done
 if [[ -n "$MACHINE_NV" ]]; then
   OTHER="$WORK/env-machine-nvidia"
   step machine-nvidia-install record --note "nvidia_from=$MACHINE_NV" -- bash -c "
-    $(declare -f new_env); PYROOT='$PYROOT' PIP_WHEEL='$PIP_WHEEL' WH='$WH'
+    $(declare -f new_env); PYROOT='$PYROOT' PIPWHL='$PIPWHL' WH='$WH'
     new_env '$OTHER' && '$OTHER/bin/python' -m pip install --quiet --no-index --find-links '$WH' '$WH/$(basename "$(meta torch_wheel)")' \
     && '$OTHER/bin/python' -m pip install --quiet --no-index --no-deps '$TORCH_FL_WHEEL' \
     && site=\$('$OTHER/bin/python' -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])') \

@@ -31,6 +31,9 @@
 #
 # Carrying the pieces with the device tool (no network there; the tool copies the repository plus the
 # ignored paths named in `carry`, 64 MiB a call in all -- the repository itself is ~1 MiB, hence 62 MiB pieces):
+#   0. (saves most of the carrying) one call: run(command="python3 -m pip list --format=freeze >$OUT/freeze.txt"),
+#      then pack here with --target-has <that file>: the nvidia-*/cuda-toolkit wheels the machine already has
+#      at the same version stay here (rehearsed: 40 pieces -> 13 when all but NCCL matched).
 #   python3 ci/gpu_offline.py device-calls --pieces build/ci/gpu-offline/pieces
 # prints the `run` calls, one JSON object ({carry, command, timeout_s}) a line, to make in order:
 #   * one call per piece: carry=[".../payload.part-NNN"], command copies it OUTSIDE the working tree
