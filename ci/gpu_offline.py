@@ -444,10 +444,11 @@ def device_calls(pieces_dir: Path, repo: Path, out_arg: str) -> list[dict[str, o
     last = pieces[-1]
     nv = "$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))')"
     # At most 8 files come back from $OUT: results.json (every step, with its log's tail) and one archive of
-    # all the logs and JSON reports.
+    # all the logs and JSON reports.  `timeout 560` leaves the copy its time inside the call's 600 s; a run
+    # cut short can be resumed without reassembly: --payload /tmp/torch-fl-gpu-offline/payload.
     calls.append({"carry": [f"{rel}/{last}", f"{rel}/{MANIFEST}"], "timeout_s": 600,
                   "command": f"mkdir -p {STAGE} && cp {rel}/{last} {rel}/{MANIFEST} {STAGE}/ && {count}; "
-                             f"ci/gpu-offline-env.sh --pieces {STAGE} --out {out_arg} --machine-nvidia {nv}; rc=$?; "
+                             f"timeout 560 ci/gpu-offline-env.sh --pieces {STAGE} --out {out_arg} --machine-nvidia {nv}; rc=$?; "
                              f"cp {out_arg}/results.json $OUT/; tar -czf $OUT/offline-out.tar.gz -C {out_arg} .; "
                              "exit $rc"})
     return calls
