@@ -48,7 +48,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 //    batch_norm) where CUDA has one fused kernel.
 // Where kernel results already are device memory (cuda), routing such an op
 // itself is cheaper: the kernel device's own kernel runs and flagos adopts its
-// result.  The set is read from the dispatcher (every aten op with one of those
+// result.  Elsewhere (host) only in-place ops are routed so: their result is
+// their first argument, so nothing is copied, while a functional op's result
+// would have to be copied from the kernel device's memory.  The set is read from the dispatcher (every aten op with one of those
 // generic kernels and a kernel for the kernel device type), never kept by hand.
 namespace {
 
@@ -69,11 +71,21 @@ at::Tensor to_copy_on_kernel_device(const at::Tensor& self, std::optional<c10::S
                                                        : result;
 }
 
+// add_.Tensor and the like: named with a trailing underscore, no out= arguments.
+bool is_in_place(const c10::FunctionSchema& schema) {
+  const auto& name = schema.name();
+  if (name.empty() || name.back() != '_') return false;
+  for (const auto& argument : schema.arguments()) {
+    if (argument.is_out()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void register_direct_structured_ops() {
   static const bool registered = [] {
-    if (!runtime::kernel_outputs_are_device_memory()) return false;
+    const bool adopt_results = runtime::kernel_outputs_are_device_memory();
     auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
                                        __LINE__);  // lives as long as the process
     const auto kernel_key = c10::computeDispatchKey(std::nullopt, c10::kStrided, runtime::kernel_device_type());
@@ -87,12 +99,13 @@ void register_direct_structured_ops() {
             op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd))) {
         continue;
       }
+      if (!adopt_results && !is_in_place(op->schema())) continue;
       const auto short_name = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       library->impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
     }
     // dtype conversions (every autocast cast): one kernel-device _to_copy on a
     // kernel view, instead of a flagos allocation plus copy_ plus _copy_from.
-    library->impl("_to_copy", TORCH_FN(to_copy_on_kernel_device));
+    if (adopt_results) library->impl("_to_copy", TORCH_FN(to_copy_on_kernel_device));
     return true;
   }();
   (void)registered;
