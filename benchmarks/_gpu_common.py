@@ -18,14 +18,18 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def median_ms(fn: Callable[[], object], repeats: int, warmup: int, inner: int = 1) -> float:
-    """Median over `repeats` of the time of `inner` calls, per call, in milliseconds (CUDA events)."""
+def median_ms(fn: Callable[[], object], repeats: int, warmup: int, device: str, inner: int = 1) -> float:
+    """Median over `repeats` of the time of `inner` calls, per call, in milliseconds (device events).
+
+    torch.Event, not torch.cuda.Event: on stock torch+cpu with the cuda-assets
+    wheel the CUDA runtime is there but torch.cuda's Python API is not.
+    """
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start = torch.Event(device=torch.device(device), enable_timing=True)
+        end = torch.Event(device=torch.device(device), enable_timing=True)
         start.record()
         for _ in range(inner):
             fn()
@@ -36,7 +40,22 @@ def median_ms(fn: Callable[[], object], repeats: int, warmup: int, inner: int = 
 
 
 def environment() -> dict[str, Any]:
-    return {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda}
+    import torch_fl
+
+    return {"gpu": _gpu_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "torch_fl": torch_fl.build_config.PLATFORM}
+
+
+def _gpu_name() -> str:
+    if torch.version.cuda:
+        return torch.cuda.get_device_name(0)
+    import subprocess
+
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def emit(report: dict[str, Any], out: str | None) -> int:
@@ -49,6 +68,9 @@ def emit(report: dict[str, Any], out: str | None) -> int:
 
 
 def require_flagos() -> None:
-    if not torch.cuda.is_available():
-        sys.exit("no CUDA GPU: run this on a machine with one (and torch_fl built for the cuda platform)")
-    import torch_fl  # noqa: F401  (registers flagos where autoloading is off)
+    import torch_fl  # registers flagos where autoloading is off
+
+    if torch_fl.build_config.PLATFORM != "cuda" or not torch.flagos.is_available():
+        print("no CUDA GPU: run this on a machine with one (and torch_fl built for the cuda platform)",
+              file=sys.stderr)
+        sys.exit(2)

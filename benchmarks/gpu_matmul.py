@@ -25,7 +25,7 @@ def main() -> int:
         g = torch.Generator().manual_seed(0)
         a = torch.randn(N, N, generator=g).to(device=device, dtype=torch.bfloat16)
         b = torch.randn(N, N, generator=g).to(device=device, dtype=torch.bfloat16)
-        ms = median_ms(lambda: a @ b, repeats=20, warmup=5)
+        ms = median_ms(lambda: a @ b, repeats=20, warmup=5, device=device)
         results[device] = {"ms": round(ms, 3), "tflops": round(flops / ms / 1e9, 1)}
         del a, b
     ratio = results["flagos"]["tflops"] / results["cuda"]["tflops"]

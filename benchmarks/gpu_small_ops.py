@@ -30,7 +30,7 @@ def main() -> int:
         per = {}
         for device in ("cuda", "flagos"):
             a, b = torch.randn(1024, device=device), torch.randn(1024, device=device)
-            per[device] = median_ms(lambda: op(a, b), repeats=15, warmup=200, inner=500) * 1000
+            per[device] = median_ms(lambda: op(a, b), repeats=15, warmup=200, device=device, inner=500) * 1000
         results[name] = {"native_us": round(per["cuda"], 2), "flagos_us": round(per["flagos"], 2),
                          "ratio": round(per["flagos"] / per["cuda"], 3)}
     ratios = [r["ratio"] for r in results.values()]

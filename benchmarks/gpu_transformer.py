@@ -32,32 +32,41 @@ from _gpu_common import emit, parser, require_flagos
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
 
 
+def memory_api(device: str):  # noqa: ANN201 - a device module
+    """synchronize / empty_cache / peak statistics of `device`: torch.flagos for flagos; for
+    native cuda torch.cuda, or torch.accelerator on stock torch+cpu (no torch.cuda API there)."""
+    if device == "flagos":
+        return torch.flagos
+    return torch.cuda if torch.version.cuda else torch.accelerator
+
+
 def run(device: str, steps: int = 10, warmup: int = 3) -> dict[str, float]:
+    api = memory_api(device)
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, FF, dropout=0.1, batch_first=True, norm_first=True)
     model = torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(BATCH, SEQ, D_MODEL, device=device)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
+    api.synchronize()
+    api.empty_cache()
+    api.reset_peak_memory_stats()
     times = []
     for step in range(warmup + steps):
-        torch.cuda.synchronize()
+        api.synchronize()
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device, dtype=torch.bfloat16):
             loss = model(x).float().square().mean()
         loss.backward()
         optimizer.step()
-        torch.cuda.synchronize()
+        api.synchronize()
         if step >= warmup:
             times.append(time.perf_counter() - start)
     step_s = statistics.median(times)
-    peak = torch.cuda.max_memory_allocated()
+    peak = api.max_memory_allocated()
     del model, optimizer, x, layer
     gc.collect()
-    torch.cuda.empty_cache()
+    api.empty_cache()
     return {"step_ms": round(step_s * 1000, 2), "tokens_per_s": round(BATCH * SEQ / step_s, 1),
             "peak_memory_mib": round(peak / 2**20, 1), "last_loss": round(loss.item(), 5)}
 

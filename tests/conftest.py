@@ -8,11 +8,19 @@ import pytest
 
 
 def _gpu_present() -> bool:
+    """A CUDA build of torch with a GPU, or torch_fl's cuda platform on a GPU (on stock
+    torch+cpu the cuda-assets wheel brings the CUDA kernels but not torch.cuda's API)."""
     try:
         import torch
     except ImportError:
         return False
-    return bool(torch.version.cuda) and torch.cuda.is_available()
+    if torch.version.cuda and torch.cuda.is_available():
+        return True
+    try:
+        import torch_fl
+    except ImportError:
+        return False
+    return torch_fl.build_config.PLATFORM == "cuda" and torch.flagos.is_available()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -14,6 +14,9 @@ import torch.nn.functional as F
 from op_cases import CASES, F32, Case, flat
 
 BACKWARD_CASES = [c for c in CASES if c.grad and F32 in c.dtypes]
+# torch.cuda's Python API exists only in CUDA builds of torch; on stock torch+cpu
+# with the cuda-assets wheel, CUDA tensors and kernels work but torch.cuda.* does not.
+NATIVE_CUDA_API = torch.version.cuda is not None
 SDPA_DTYPES = (torch.float32, torch.bfloat16)
 
 
