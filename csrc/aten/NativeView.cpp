@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 
+#include "aten/NativeOps.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
 
@@ -69,18 +70,11 @@ at::Tensor from_native(const at::Tensor& result, c10::Device device) {
 }
 
 at::Tensor to_device(const at::Tensor& cpu, c10::Device device) {
-  const bool dense = cpu.is_non_overlapping_and_dense();
-  auto out = dense ? at::empty_strided(cpu.sizes(), cpu.strides(), cpu.options().device(device))
-                   : at::empty(cpu.sizes(), cpu.options().device(device));
-  if (dense && out.strides() == cpu.strides()) {
-    const size_t nbytes = static_cast<size_t>(cpu.numel()) * cpu.element_size();
-    if (nbytes > 0) {
-      runtime::copy(out.data_ptr(), cpu.const_data_ptr(), nbytes, runtime::CopyKind::HostToDevice, nullptr);
-    }
-  } else {
-    native_view(out).copy_(cpu);
-  }
-  return out;
+  // Keep a dense result's layout, so that the copy is one block copy.
+  auto out = cpu.is_non_overlapping_and_dense()
+                 ? at::empty_strided(cpu.sizes(), cpu.strides(), cpu.options().device(device))
+                 : at::empty(cpu.sizes(), cpu.options().device(device));
+  return copy_from(cpu, out, /*non_blocking=*/false);
 }
 
 }  // namespace torch_fl::aten

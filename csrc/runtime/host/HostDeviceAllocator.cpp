@@ -47,13 +47,10 @@ struct DeviceCache {
   std::mutex mutex;
   std::multimap<size_t, void*> free_blocks;        // rounded size -> block
   std::unordered_map<void*, Block> live_blocks;    // handed out
-  std::unordered_map<void*, size_t> cached_sizes;  // in free_blocks
   DeviceStats stats;
 
-  // Returns the number of bytes given back to the runtime.
-  // Gives every cached block back to the runtime; returns the bytes released.
-  // Called with `mutex` held.
-  size_t release_cached();
+  // Gives every cached block back to the runtime.  Called with `mutex` held.
+  void release_cached();
 };
 
 std::mutex owner_mutex;
@@ -64,19 +61,15 @@ std::unordered_map<void*, c10::DeviceIndex>& owners() {
   return *map;
 }
 
-size_t DeviceCache::release_cached() {
-  size_t released = 0;
+void DeviceCache::release_cached() {
   std::lock_guard<std::mutex> owner_lock(owner_mutex);
   for (auto& [size, ptr] : free_blocks) {
     runtime::free_device(ptr);
-    cached_sizes.erase(ptr);
     owners().erase(ptr);
     update(stats.reserved_bytes, size, false, size);
     update(stats.segment, 1, false, size);
-    released += size;
   }
   free_blocks.clear();
-  return released;
 }
 
 std::array<DeviceCache, kMaxDevices>& caches() {
@@ -125,7 +118,6 @@ void free_block(void* ptr) {
   update(cache.stats.allocation, 1, false, block.size);
   update(cache.stats.active, 1, false, block.size);
   cache.free_blocks.emplace(block.size, ptr);
-  cache.cached_sizes.emplace(ptr, block.size);
 }
 
 }  // namespace
@@ -148,7 +140,6 @@ c10::DataPtr FlagosDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t 
     if (it != cache.free_blocks.end() && it->first < 2 * size) {
       ptr = it->second;
       block_size = it->first;
-      cache.cached_sizes.erase(ptr);
       cache.free_blocks.erase(it);
     } else {
       const auto previous = runtime::current_device();
