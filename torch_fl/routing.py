@@ -9,6 +9,7 @@ resolves it per operator call.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,14 +54,18 @@ def _check_provider(provider: str, where: str, providers: list[str]) -> None:
         )
 
 
-def _check_op(op: str, where: str, op_names: set[str]) -> None:
+def _check_op(op: str, where: str, op_names: set[str] | None) -> None:
+    if op_names is None:
+        op_names = _all_op_names()
     name = op.removeprefix("aten::")
     if name in op_names or f"aten::{name}" in op_names:
         return
     raise RoutingError(f"{where}: unknown operator {op!r}{_suggest(f'aten::{name}', sorted(op_names))}")
 
 
+@functools.cache
 def _all_op_names() -> set[str]:
+    """Every operator the dispatcher knows; listed on first need, not at every import."""
     import torch
 
     names: set[str] = set()
@@ -70,7 +75,8 @@ def _all_op_names() -> set[str]:
     return names
 
 
-def parse_file(path: Path, providers: list[str], op_names: set[str]) -> RoutingTable:
+def parse_file(path: Path, providers: list[str], op_names: set[str] | None = None) -> RoutingTable:
+    """``op_names``: the operators to check entries against (default: the dispatcher's)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -100,17 +106,16 @@ def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
 
     env = os.environ if environ is None else environ
     providers = list(_C._provider_names())
-    op_names = _all_op_names()
     configured = env.get("FLAGOS_BACKEND_CONFIG")
     path = Path(configured) if configured else _CONFIG_DIR / f"backends_{platform}.conf"
-    table = parse_file(path, providers, op_names)
+    table = parse_file(path, providers)
     per_op = dict(table.per_op)
     for name, provider in sorted(env.items()):
         if not name.startswith(_OP_PREFIX):
             continue
         op = name[len(_OP_PREFIX):].replace("__", ".")
         _check_provider(provider, name, providers)
-        _check_op(op, name, op_names)
+        _check_op(op, name, None)
         per_op[op] = provider
     return RoutingTable(table.default, per_op, table.source)
 
