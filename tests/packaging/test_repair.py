@@ -51,14 +51,18 @@ def test_remaining_libraries_are_grafted(tmp_path: Path, torch_lib: Path) -> Non
     assert not any(n.startswith(("libc10", "libtorch", "libflagos")) for n in os.listdir(libs))
 
 
+def _wheel_needing_an_unbundled_library(tmp_path: Path, torch_lib: Path) -> Path:
+    """A host plugin wheel whose plugin needs liblonely.so, which lies outside every search path."""
+    lonely = compile_library(tmp_path / "elsewhere" / "liblonely.so", "liblonely.so")
+    base = torch_base()
+    return make_plugin_wheel(tmp_path, load_recipe("host", BUNDLERS), version=f"{base}+host",
+                             requires=[f"torch>={base[:4]},<2.{int(base.split('.')[1]) + 1}"],
+                             torch_lib=torch_lib, vendor_libs={"liblonely.so": lonely})
+
+
 @pytest.mark.compile
 def test_unresolvable_dependency_is_named(tmp_path: Path, torch_lib: Path) -> None:
-    ext = tmp_path / "elsewhere"
-    lonely = compile_library(ext / "liblonely.so", "liblonely.so")
-    base = torch_base()
-    wheel = make_plugin_wheel(tmp_path, load_recipe("host", BUNDLERS), version=f"{base}+host",
-                              requires=[f"torch>={base[:4]},<2.{int(base.split('.')[1]) + 1}"],
-                              torch_lib=torch_lib, vendor_libs={"liblonely.so": lonely})
+    wheel = _wheel_needing_an_unbundled_library(tmp_path, torch_lib)
     res = run_build(["--platform", "host", "--from-wheel", str(wheel), "--out", str(tmp_path / "out")])
     assert res.rc == 1
     assert "liblonely.so needed by torch_fl/_C" in res.stderr and "[repair] exclude" in res.stderr
@@ -67,12 +71,7 @@ def test_unresolvable_dependency_is_named(tmp_path: Path, torch_lib: Path) -> No
 
 @pytest.mark.compile
 def test_failed_stage_leaves_no_work_dir(tmp_path: Path, torch_lib: Path) -> None:
-    ext = tmp_path / "elsewhere"
-    lonely = compile_library(ext / "liblonely.so", "liblonely.so")
-    base = torch_base()
-    wheel = make_plugin_wheel(tmp_path, load_recipe("host", BUNDLERS), version=f"{base}+host",
-                              requires=[f"torch>={base[:4]},<2.{int(base.split('.')[1]) + 1}"],
-                              torch_lib=torch_lib, vendor_libs={"liblonely.so": lonely})
+    wheel = _wheel_needing_an_unbundled_library(tmp_path, torch_lib)
     env = build_env()
     env["TMPDIR"] = str(tmp_path / "tmp")
     (tmp_path / "tmp").mkdir()

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
 PY_TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
@@ -122,22 +121,29 @@ def build_natives(root: Path) -> Natives:
 
 # --- ELF records, independently ----------------------------------------------------------------------
 
+def _dynamic_fields(elf: ELFFile) -> dict[str, Any]:
+    """A manifest record's soname/needed/rpath/runpath, read with pyelftools (the reference reader)."""
+    fields: dict[str, Any] = {"soname": None, "needed": [], "rpath": [], "runpath": []}
+    for seg in elf.iter_segments():
+        if seg.header.p_type != "PT_DYNAMIC":
+            continue
+        for tag in seg.iter_tags():
+            kind = tag.entry.d_tag
+            if kind == "DT_SONAME":
+                fields["soname"] = tag.soname
+            elif kind == "DT_NEEDED":
+                fields["needed"].append(tag.needed)
+            elif kind == "DT_RPATH":
+                fields["rpath"] += [p for p in tag.rpath.split(":") if p]
+            elif kind == "DT_RUNPATH":
+                fields["runpath"] += [p for p in tag.runpath.split(":") if p]
+    return fields
+
+
 def elf_record(data: bytes, path: str, origin: str = "built") -> dict[str, Any]:
-    elf = ELFFile(io.BytesIO(data))
-    soname, needed, rpath, runpath = None, [], [], []
-    for sec in elf.iter_sections():
-        if isinstance(sec, DynamicSection):
-            for tag in sec.iter_tags():
-                if tag.entry.d_tag == "DT_SONAME":
-                    soname = tag.soname
-                elif tag.entry.d_tag == "DT_NEEDED":
-                    needed.append(tag.needed)
-                elif tag.entry.d_tag == "DT_RPATH":
-                    rpath += [p for p in tag.rpath.split(":") if p]
-                elif tag.entry.d_tag == "DT_RUNPATH":
-                    runpath += [p for p in tag.runpath.split(":") if p]
-    return {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "soname": soname,
-            "needed": needed, "rpath": rpath, "runpath": runpath, "origin": origin}
+    fields = _dynamic_fields(ELFFile(io.BytesIO(data)))
+    return {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data), **fields,
+            "origin": origin}
 
 
 def manifest_for(files: dict[str, bytes], *, name: str = "torch_fl", version: str = "2.13.0+host",
@@ -439,18 +445,5 @@ def _elf_record_file(path: Path, member: str, origin: str) -> dict[str, Any]:
         for chunk in iter(lambda: fh.read(8 << 20), b""):
             h.update(chunk)
         fh.seek(0)
-        elf = ELFFile(fh)
-        soname, needed, rpath, runpath = None, [], [], []
-        for seg in elf.iter_segments():
-            if seg.header.p_type == "PT_DYNAMIC":
-                for tag in seg.iter_tags():
-                    if tag.entry.d_tag == "DT_SONAME":
-                        soname = tag.soname
-                    elif tag.entry.d_tag == "DT_NEEDED":
-                        needed.append(tag.needed)
-                    elif tag.entry.d_tag == "DT_RPATH":
-                        rpath += [p for p in tag.rpath.split(":") if p]
-                    elif tag.entry.d_tag == "DT_RUNPATH":
-                        runpath += [p for p in tag.runpath.split(":") if p]
-    return {"path": member, "sha256": h.hexdigest(), "size": path.stat().st_size, "soname": soname,
-            "needed": needed, "rpath": rpath, "runpath": runpath, "origin": origin}
+        fields = _dynamic_fields(ELFFile(fh))
+    return {"path": member, "sha256": h.hexdigest(), "size": path.stat().st_size, **fields, "origin": origin}

@@ -7,7 +7,6 @@ file system allows.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -23,7 +22,7 @@ from .bundle import Staged, bundle
 from .configure import Config, configure
 from .elf_patch import ElfPatcher
 from .errors import BuildError, ConfigureError, WheelWriteError
-from .manifest import SCHEMA_PATH, write_manifest
+from .manifest import SCHEMA_PATH, sha256_file, write_manifest
 from .repair import Repaired, repair
 from .verify import verify
 from .wheelfile import write_wheel
@@ -112,14 +111,6 @@ def wheel_filename(name: str, version: str, tags: list[str]) -> str:
     return f"{name}-{version}-{'.'.join(pys)}-{'.'.join(abis)}-{'.'.join(plats)}.whl"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _publish(src: Path, out_dir: Path) -> Path:
     """Move the verified wheel into --out; an existing file of that name is replaced atomically."""
     try:
@@ -181,7 +172,7 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
         with reporter.stage("verify"):
             verified = verify(config, final, preflight=options.preflight)
         size = final.stat().st_size
-        digest = _sha256(final)
+        digest = sha256_file(final)
         dest = _publish(final, config.out_dir)
     except BuildError:
         # The build log is the only way to see why a compile failed: keep it.

@@ -301,25 +301,15 @@ def read_elf(src: ByteSource, *, symbols: bool = True) -> ElfInfo:
                 return off
         raise _bad(src, f"{what} at address {vaddr:#x} (+{size}) lies outside the file's loaded segments")
 
-    empty: dict[str, tuple[str | None, ...]] = {}
-    if dynamic is None:
+    def without_dynamic_strings() -> ElfInfo:
+        """An object with no dynamic string table: no SONAME, dependencies, paths or symbols."""
         return ElfInfo(
-            src.name,
-            64 if r.is64 else 32,
-            r.le,
-            e_machine,
-            e_type,
-            interp,
-            None,
-            (),
-            (),
-            (),
-            (),
-            (),
-            (),
-            empty,
-            _bytes_read(src),
+            src.name, 64 if r.is64 else 32, r.le, e_machine, e_type, interp,
+            None, (), (), (), (), (), (), {}, _bytes_read(src),
         )
+
+    if dynamic is None:
+        return without_dynamic_strings()
 
     dyn_off, dyn_size = dynamic
     if dyn_off + dyn_size > src.size:
@@ -344,23 +334,7 @@ def read_elf(src: ByteSource, *, symbols: bool = True) -> ElfInfo:
     if DT_STRTAB not in single or DT_STRSZ not in single:
         if any(t in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH) for t, _ in entries):
             raise _bad(src, "dynamic section names strings but has no string table")
-        return ElfInfo(
-            src.name,
-            64 if r.is64 else 32,
-            r.le,
-            e_machine,
-            e_type,
-            interp,
-            None,
-            (),
-            (),
-            (),
-            (),
-            (),
-            (),
-            empty,
-            _bytes_read(src),
-        )
+        return without_dynamic_strings()
     strsz = single[DT_STRSZ]
     if strsz > src.size:
         raise _bad(src, f"string table size {strsz} exceeds the file size {src.size}")
