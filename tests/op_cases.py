@@ -112,13 +112,8 @@ CASES = [
     Case("noncontig_elementwise", lambda a: (a[::2, 1::2] * a[1::2, ::2]).exp(), rand(6, 6), (F32, BF16)),
 ]
 
-
-def to_device(values: object, device: str) -> object:
-    if isinstance(values, torch.Tensor):
-        return values.to(device)
-    if isinstance(values, (list, tuple)):
-        return type(values)(to_device(v, device) for v in values)
-    return values
+# The cases whose gradients are compared (float32, differentiable).
+BACKWARD_CASES = [c for c in CASES if c.grad and F32 in c.dtypes]
 
 
 def flat(values: object) -> list[torch.Tensor]:
@@ -127,3 +122,10 @@ def flat(values: object) -> list[torch.Tensor]:
     if isinstance(values, (list, tuple)):
         return [t for v in values for t in flat(v)]
     return []
+
+
+def dtype_params() -> list[object]:
+    """pytest parameters (case, dtype) for every case and each of its dtypes."""
+    import pytest
+
+    return [pytest.param(c, d, id=f"{c.name}-{str(d).removeprefix('torch.')}") for c in CASES for d in c.dtypes]

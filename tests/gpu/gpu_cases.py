@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from op_cases import CASES, F32, Case, flat
-
-BACKWARD_CASES = [c for c in CASES if c.grad and F32 in c.dtypes]
+from op_cases import BACKWARD_CASES, F32, Case, flat
 # torch.cuda's Python API exists only in CUDA builds of torch; on stock torch+cpu
 # with the cuda-assets wheel, CUDA tensors and kernels work but torch.cuda.* does not.
 NATIVE_CUDA_API = torch.version.cuda is not None

@@ -11,16 +11,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from gpu_cases import BACKWARD_CASES, NATIVE_CUDA_API, SDPA_DTYPES, backward_grads, sdpa, train_losses
-from op_cases import CASES, Case, flat
+from op_cases import Case, dtype_params, flat
 
 pytestmark = pytest.mark.gpu
 
 
-def _params() -> list[object]:
-    return [pytest.param(c, d, id=f"{c.name}-{str(d).removeprefix('torch.')}") for c in CASES for d in c.dtypes]
-
-
-@pytest.mark.parametrize(("case", "dtype"), _params())
+@pytest.mark.parametrize(("case", "dtype"), dtype_params())
 def test_forward_matches_native_cuda(case: Case, dtype: torch.dtype) -> None:
     g = torch.Generator().manual_seed(0)
     inputs = list(case.inputs(dtype, g))

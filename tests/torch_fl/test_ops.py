@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from op_cases import CASES, F32, Case
+from op_cases import BACKWARD_CASES, F32, Case, dtype_params
 from op_cases import flat as _flat
 
-def _params() -> list[object]:
-    return [pytest.param(c, d, id=f"{c.name}-{str(d).removeprefix('torch.')}") for c in CASES for d in c.dtypes]
-
-
-@pytest.mark.parametrize(("case", "dtype"), _params())
+@pytest.mark.parametrize(("case", "dtype"), dtype_params())
 def test_forward_matches_cpu(case: Case, dtype: torch.dtype) -> None:
     g = torch.Generator().manual_seed(0)
     inputs = list(case.inputs(dtype, g))
@@ -29,7 +25,7 @@ def test_forward_matches_cpu(case: Case, dtype: torch.dtype) -> None:
         torch.testing.assert_close(a.cpu(), e, **case.tol)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES if c.grad and F32 in c.dtypes])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in BACKWARD_CASES])
 def test_backward_matches_cpu(case: Case) -> None:
     g = torch.Generator().manual_seed(1)
     inputs = list(case.inputs(F32, g))

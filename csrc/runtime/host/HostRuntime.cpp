@@ -27,6 +27,18 @@ hostrtMemcpyKind to_hostrt(CopyKind kind) {
   return hostrtMemcpyHostToHost;
 }
 
+// Runs `call` (a runtime call that acts on the current device) on `device`,
+// restoring the caller's device before its status is checked.
+template <typename Call>
+void on_device(c10::DeviceIndex device, Call call) {
+  int previous = 0;
+  HOSTRT_CHECK(hostrtGetDevice(&previous));
+  HOSTRT_CHECK(hostrtSetDevice(device));
+  const auto status = call();
+  HOSTRT_CHECK(hostrtSetDevice(previous));
+  HOSTRT_CHECK(status);
+}
+
 }  // namespace
 
 const char* platform_name() noexcept { return "host"; }
@@ -69,13 +81,8 @@ void* malloc_device(std::size_t bytes) {
 void free_device(void* ptr) { HOSTRT_CHECK(hostrtFree(ptr)); }
 
 std::pair<std::size_t, std::size_t> memory_info(c10::DeviceIndex device) {
-  int previous = 0;
-  HOSTRT_CHECK(hostrtGetDevice(&previous));
-  HOSTRT_CHECK(hostrtSetDevice(device));
   std::size_t free_bytes = 0, total_bytes = 0;
-  const auto status = hostrtMemGetInfo(&free_bytes, &total_bytes);
-  HOSTRT_CHECK(hostrtSetDevice(previous));
-  HOSTRT_CHECK(status);
+  on_device(device, [&] { return hostrtMemGetInfo(&free_bytes, &total_bytes); });
   return {free_bytes, total_bytes};
 }
 
@@ -105,13 +112,8 @@ void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind, StreamHa
 }
 
 StreamHandle create_stream(c10::DeviceIndex device) {
-  int previous = 0;
-  HOSTRT_CHECK(hostrtGetDevice(&previous));
-  HOSTRT_CHECK(hostrtSetDevice(device));
   hostrtStream_t stream = nullptr;
-  const auto status = hostrtStreamCreate(&stream);
-  HOSTRT_CHECK(hostrtSetDevice(previous));
-  HOSTRT_CHECK(status);
+  on_device(device, [&] { return hostrtStreamCreate(&stream); });
   return stream;
 }
 
