@@ -8,7 +8,8 @@ CUDA libraries of the CUDA torch wheel of the installed torch's version (about
 a small compiled stand-in plugin wheel.  Then zips the same assembled tree with
 `zip -r -6` as the baseline.  The assembly runs in a child process so that its
 peak memory (ru_maxrss) is its own; patchelf's is reported separately (patchelf
-reads each file it rewrites whole).
+reads each file it rewrites whole; the cuda recipe keeps the CUDA libraries'
+shipped RPATH, so only the small plugin is rewritten).
 
     python benchmarks/assemble_wheel.py [--cuda-wheel PATH] [--jobs N] [--level 6]
 
@@ -109,8 +110,10 @@ def main() -> int:
         "ratio_assemble_to_zip": round(assemble_s / zip_s, 3),
         "runs": [{"assemble_s": r["assemble_s"], "zip_baseline_s": r["zip_baseline_s"]} for r in runs],
         "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "patchelf_peak_rss_mb": max(r["patchelf_peak_rss_mb"] for r in runs),
+        # The goal covers every process of the assembly, patchelf included.
         "goals": {"assemble_not_slower_than_zip": assemble_s <= zip_s,
-                  "peak_rss_le_300mb": max(r["peak_rss_mb"] for r in runs) <= 300},
+                  "peak_rss_le_300mb": max(max(r["peak_rss_mb"], r["patchelf_peak_rss_mb"]) for r in runs) <= 300},
     }
     print(json.dumps(result, indent=2))
     return 0

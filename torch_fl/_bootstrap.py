@@ -8,9 +8,12 @@ when ``torch`` is about to be imported) or from ``torch_fl/__init__.py``
 ``torch_fl/compatibility.json`` (``bundle.kind``):
 
 ``cuda-assets``
-    Load the CUDA runtime libraries that the bundled CUDA pieces need from the
-    installed ``nvidia``/``cuda-toolkit`` packages (``nvidia/<component>/lib``
-    of CUDA 12 and ``nvidia/cu13/lib`` of CUDA 13), then the bundled libraries,
+    Load what the bundled CUDA pieces need from outside the wheel -- torch's own
+    libraries from the installed ``torch/lib`` (the pieces keep the CUDA torch
+    wheel's RPATH, which looks for them beside themselves) and the CUDA runtime
+    from the installed ``nvidia``/``cuda-toolkit`` packages
+    (``nvidia/<component>/lib`` of CUDA 12, ``nvidia/cu13/lib`` of CUDA 13) --
+    then the bundled libraries,
     ``RTLD_GLOBAL``, dependencies first (ordered from the manifest's DT_NEEDED
     records).  PyTorch caches its CUDA hooks when its libraries initialise, so
     ``libtorch_cuda.so`` must be in the process before ``torch/_C`` is.
@@ -444,7 +447,12 @@ def _preload_cuda_assets(pkg: str, manifest: Manifest) -> None:
     _check_exact_torch(manifest, torch_dir, version)
     bundled = _bundled_files(pkg, manifest)
     index: dict[str, str] = {}
-    for d in _nvidia_lib_dirs(pkg, torch_dir):
+    # torch's own libraries first: the bundled CUDA libraries keep the CUDA torch wheel's
+    # RPATH, which finds libc10.so and libtorch_cpu.so only next to them, so they are
+    # loaded from the installed torch/lib before the libraries that need them.
+    for d in (os.path.join(torch_dir, "lib"), *_nvidia_lib_dirs(pkg, torch_dir)):
+        if not os.path.isdir(d):
+            continue
         for name in os.listdir(d):
             if ".so" in name:
                 index.setdefault(name, os.path.join(d, name))

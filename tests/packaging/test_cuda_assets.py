@@ -34,7 +34,9 @@ def make_cuda_torch_wheel(tmp: Path, torch_lib: Path, *, git_version: str | None
     torch_cuda = compile_library(build / "libtorch_cuda.so", "libtorch_cuda.so",
                                  needed=[c10_cuda, cudart, torch_lib / "libtorch_cpu.so"], rpath=rpath,
                                  calls=["c10_cuda_init"])
-    nvrtc = compile_library(build / "libcaffe2_nvrtc.so", "libcaffe2_nvrtc.so", needed=[cudart], rpath=rpath)
+    # Shipped with an RPATH the recipe keeps as it is (DT_RPATH, as the CUDA torch wheels have).
+    nvrtc = compile_library(build / "libcaffe2_nvrtc.so", "libcaffe2_nvrtc.so", needed=[cudart],
+                            rpath="$ORIGIN/../../nvidia/cu13/lib:$ORIGIN", extra_flags=["-Wl,--disable-new-dtags"])
     version = torch_base()
     meta = f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\nRequires-Dist: filelock\n"
     meta += "".join(f"Requires-Dist: {r}\n" for r in CUDA_REQS + NOT_RUNTIME)
@@ -72,10 +74,12 @@ def test_cuda_assets_layout_rpath_and_requirements(tmp_path: Path, torch_lib: Pa
     bundled = sorted(p.name for p in (tree / "torch_fl/cuda").iterdir())
     assert bundled == ["libc10_cuda.so", "libcaffe2_nvrtc.so", "libtorch_cuda.so"]  # optional ones absent
     rpath = read_elf(tree / "torch_fl/cuda/libtorch_cuda.so").rpath
-    # The recipe's entries, then the CUDA 12 per-component entry kept from the source;
-    # the absolute /usr/local/cuda entry is dropped.
-    assert rpath == ("$ORIGIN", "$ORIGIN/../../torch/lib", "$ORIGIN/../../nvidia/cu13/lib",
-                     "$ORIGIN/../../nvidia/cublas/lib")
+    # The source's relative entries in the source's order (the CUDA 12 per-component one
+    # included); the absolute /usr/local/cuda entry is dropped.
+    assert rpath == ("$ORIGIN/../../nvidia/cublas/lib", "$ORIGIN/../../nvidia/cu13/lib", "$ORIGIN")
+    # A library whose shipped RPATH is already right is not rewritten at all.
+    with zipfile.ZipFile(cuda_wheel) as zf:
+        assert (tree / "torch_fl/cuda/libcaffe2_nvrtc.so").read_bytes() == zf.read("torch/lib/libcaffe2_nvrtc.so")
     plugin_rpath = read_elf(next((tree / "torch_fl").glob("_C*.so"))).rpath
     assert plugin_rpath[0] == "$ORIGIN/cuda"
     import json

@@ -81,8 +81,14 @@ def unpack_wheel(wheel: Path, dest: Path) -> str:
 
 
 def _rewrite_origin_entry(entry: str, src_dir: str, dst_dir: str) -> str:
-    """Re-express a source library's ``$ORIGIN`` entry from its new directory."""
+    """Re-express a source library's ``$ORIGIN`` entry from its new directory.
+
+    A bare ``$ORIGIN`` stays: it names the libraries shipped beside this one,
+    which are bundled beside it again.
+    """
     for token in ("$ORIGIN", "${ORIGIN}"):
+        if entry == token:
+            return entry
         if entry.startswith(token):
             target = posixpath.normpath(posixpath.join(src_dir, entry[len(token):].lstrip("/")))
             rel = posixpath.relpath(target, dst_dir)
@@ -115,14 +121,19 @@ def _copy_from_vendor(config: Config, name: str, dest: Path) -> str | None:
 
 
 def _library_rpath(config: Config, lib: Path, directory: str) -> list[str]:
+    """The recipe's RPATH for a bundled library, or the kept source entries followed by the missing ones.
+
+    Keeping the source's own order means a library whose shipped RPATH already
+    holds every wanted entry is left untouched: patchelf loads a file whole to
+    rewrite it, and libtorch_cuda.so is ~470 MB.
+    """
     spec = config.recipe.bundle
-    entries = list(spec.rpath)
-    if spec.keep_source_rpath:
-        info = read_elf(lib)
-        for entry in (*info.rpath, *info.runpath):
-            if any(fnmatch.fnmatch(entry, pat) for pat in spec.keep_source_rpath):
-                entries.append(_rewrite_origin_entry(entry, SOURCE_LIB_DIR, directory))
-    return list(dict.fromkeys(entries))
+    if not spec.keep_source_rpath:
+        return list(spec.rpath)
+    info = read_elf(lib)
+    kept = [_rewrite_origin_entry(entry, SOURCE_LIB_DIR, directory) for entry in (*info.rpath, *info.runpath)
+            if any(fnmatch.fnmatch(entry, pat) for pat in spec.keep_source_rpath)]
+    return list(dict.fromkeys([*kept, *spec.rpath]))
 
 
 def _set_rpath_if_needed(patcher: ElfPatcher, path: Path, entries: list[str]) -> None:

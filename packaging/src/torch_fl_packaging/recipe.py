@@ -114,10 +114,12 @@ class BundleSpec:
     optional_libraries: tuple[str, ...] = _doc(
         "Libraries bundled when the source has them, skipped otherwise.", factory=tuple
     )
-    rpath: tuple[str, ...] = _doc("RPATH every bundled library gets, in order.", factory=tuple)
+    rpath: tuple[str, ...] = _doc(
+        "RPATH every bundled library gets, in order; with keep_source_rpath, the entries it must "
+        "have, appended where the kept ones lack them.", factory=tuple)
     keep_source_rpath: tuple[str, ...] = _doc(
-        "Glob patterns of the source libraries' own RPATH entries to keep (rewritten "
-        "relative to the new location), appended after rpath.",
+        "Glob patterns of the source libraries' own RPATH entries to keep, in the source's order "
+        "(rewritten relative to the new location); a library that then needs no change is not rewritten.",
         factory=tuple,
     )
     plugin_rpath: tuple[str, ...] = _doc(
