@@ -18,25 +18,29 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def median_ms(fn: Callable[[], object], repeats: int, warmup: int, device: str, inner: int = 1) -> float:
-    """Median over `repeats` of the time of `inner` calls, per call, in milliseconds (device events).
+def median_ms(fns: dict[str, Callable[[], object]], repeats: int, warmup: int, inner: int = 1) -> dict[str, float]:
+    """Per device (the key), the median over `repeats` of the time of `inner` calls of its
+    function, per call, in milliseconds (device events).  The devices take turns, repeat by
+    repeat, so a drift of the machine's speed (clocks, a shared host) affects them alike.
 
     torch.Event, not torch.cuda.Event: on stock torch+cpu with the cuda-assets
     wheel the CUDA runtime is there but torch.cuda's Python API is not.
     """
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = torch.Event(device=torch.device(device), enable_timing=True)
-        end = torch.Event(device=torch.device(device), enable_timing=True)
-        start.record()
-        for _ in range(inner):
+    for fn in fns.values():
+        for _ in range(warmup):
             fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {device: [] for device in fns}
+    for _ in range(repeats):
+        for device, fn in fns.items():
+            start = torch.Event(device=torch.device(device), enable_timing=True)
+            end = torch.Event(device=torch.device(device), enable_timing=True)
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+            end.synchronize()
+            times[device].append(start.elapsed_time(end) / inner)
+    return {device: statistics.median(t) for device, t in times.items()}
 
 
 def environment() -> dict[str, Any]:

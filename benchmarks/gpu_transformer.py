@@ -85,7 +85,7 @@ def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--native-only", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
     if args.native_only:
         print(json.dumps(run("cuda")))

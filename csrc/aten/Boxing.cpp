@@ -10,7 +10,7 @@
 #include <ATen/Context.h>
 #include <ATen/native/CPUFallback.h>
 
-#include "aten/NativeView.h"
+#include "aten/KernelViews.h"
 #include "aten/Routing.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosGenerator.h"
@@ -146,73 +146,12 @@ std::unique_ptr<LentKernelGenerator> substitute_generators(const OpPlan& plan, t
       v = c10::IValue(v.toGenerator().get<FlagosGenerator>()->engine());
     }
   }
-  if (!has_generator_argument) {
-    return std::make_unique<LentKernelGenerator>(flagos_generator_of(device).engine());
-  }
-  return nullptr;
+  if (has_generator_argument) return nullptr;
+  auto engine = flagos_generator_of(device).engine();
+  // cuda: the engine is the kernel device's default generator itself (default_generator_engine).
+  if (engine == at::globalContext().defaultGenerator(engine.device())) return nullptr;
+  return std::make_unique<LentKernelGenerator>(std::move(engine));
 }
-
-struct NativeViews {
-  std::vector<at::Tensor> device_tensors;
-  std::vector<at::Tensor> views;
-  std::vector<bool> written;  // the schema marks the argument as written to
-
-  at::Tensor add(const at::Tensor& t, bool is_written) {
-    // PyTorch's kernels would reject operands on two CUDA devices; the host
-    // views all look like CPU tensors, so the check is made here.
-    TORCH_CHECK(device_tensors.empty() || device_tensors.front().device() == t.device(),
-                "Expected all tensors to be on the same device, but found at least two devices, ",
-                device_tensors.front().device(), " and ", t.device(), "!");
-    device_tensors.push_back(t);
-    views.push_back(native_view(t));
-    written.push_back(is_written);
-    return views.back();
-  }
-
-  // Maps a kernel result back to flagos: the argument itself for in-place and
-  // out= results, a flagos view for results aliasing an argument, else the
-  // result adopted or copied (from_native).
-  at::Tensor to_flagos(const at::Tensor& result, c10::Device device) {
-    if (!result.defined() || result.device().type() == c10::DeviceType::PrivateUse1) return result;
-    const auto k = find(result);
-    if (!k.has_value()) return from_native(result, device);
-    if (result.unsafeGetTensorImpl() == views[*k].unsafeGetTensorImpl()) return device_tensors[*k];
-    auto alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(device_tensors[*k].storage()),
-                                                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                          result.dtype());
-    alias.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());
-    return alias;
-  }
-
- private:
-  // The view `result` is, or else shares storage with.  Foreach ops pass and
-  // return hundreds of tensors, so past a few views the lookup is indexed.
-  std::optional<size_t> find(const at::Tensor& result) {
-    const void* impl = result.unsafeGetTensorImpl();
-    const void* storage = result.storage().unsafeGetStorageImpl();
-    if (views.size() <= 8) {
-      for (size_t k = 0; k < views.size(); ++k) {
-        if (views[k].unsafeGetTensorImpl() == impl) return k;
-      }
-      for (size_t k = 0; k < views.size(); ++k) {
-        if (views[k].storage().unsafeGetStorageImpl() == storage) return k;
-      }
-      return std::nullopt;
-    }
-    if (by_impl.empty()) {
-      for (size_t k = 0; k < views.size(); ++k) {
-        by_impl.emplace(views[k].unsafeGetTensorImpl(), k);
-        by_storage.emplace(views[k].storage().unsafeGetStorageImpl(), k);
-      }
-    }
-    if (auto it = by_impl.find(impl); it != by_impl.end()) return it->second;
-    if (auto it = by_storage.find(storage); it != by_storage.end()) return it->second;
-    return std::nullopt;
-  }
-
-  std::unordered_map<const void*, size_t> by_impl;
-  std::unordered_map<const void*, size_t> by_storage;
-};
 
 // Providers `host` and `cuda`: PyTorch's kernel for the runtime's kernel
 // device type (CPU, CUDA) runs in place on zero-copy views of the device memory.
@@ -227,7 +166,7 @@ void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // generated CUDA wrappers guard the device of their (kernel view) operands
   // themselves; a second guard costs a noticeable share of a small op.
 
-  NativeViews views;
+  KernelViews views;
   for (size_t i = 0; i < arguments.size(); ++i) {
     auto& v = (*stack)[first + i];
     const bool written = plan.written[i];
@@ -255,9 +194,7 @@ void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, kernel_type)), stack);
 
-  for (size_t k = 0; k < views.views.size(); ++k) {
-    if (views.written[k]) sync_from_native_view(views.device_tensors[k], views.views[k]);
-  }
+  views.sync_written();
   const size_t num_returns = schema.returns().size();
   const size_t returns_first = stack->size() - num_returns;
   for (size_t j = returns_first; j < stack->size(); ++j) {

@@ -36,6 +36,12 @@ bool kernel_outputs_are_device_memory() noexcept;
 // A new random generator of the kernel device type for flagos device `device`
 // (the engine of a flagos generator, see FlagosGenerator.h).
 at::Generator create_generator_engine(c10::DeviceIndex device);
+// The engine of flagos device `device`'s default generator.  cuda: CUDA's own
+// default generator of that device (flagos:N is cuda:N), which seeded kernels
+// without a generator argument (dropout, attention with dropout) draw from, so
+// nothing is lent to them per call.  host: a generator of its own, apart from
+// torch's CPU default generator.
+at::Generator default_generator_engine(c10::DeviceIndex device);
 
 // Number of devices; 0 when the runtime is unusable (see configuration_error()).
 c10::DeviceIndex device_count() noexcept;

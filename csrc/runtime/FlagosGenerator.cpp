@@ -7,10 +7,10 @@
 
 namespace torch_fl {
 
-FlagosGenerator::FlagosGenerator(c10::DeviceIndex device)
+FlagosGenerator::FlagosGenerator(c10::DeviceIndex device, at::Generator engine)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      engine_(runtime::create_generator_engine(device)) {}
+      engine_(std::move(engine)) {}
 
 // The engine's own mutex guards its state: kernels lock it while drawing, and
 // the Python accessors of this generator lock it here.
@@ -32,7 +32,7 @@ c10::intrusive_ptr<c10::TensorImpl> FlagosGenerator::get_state() const {
 #undef FLAGOS_WITH_ENGINE
 
 FlagosGenerator* FlagosGenerator::clone_impl() const {
-  auto* copy = new FlagosGenerator(device().index());
+  auto* copy = new FlagosGenerator(device().index(), runtime::create_generator_engine(device().index()));
   auto state = get_state();
   copy->set_state(*state);
   return copy;
@@ -43,7 +43,7 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
   static std::deque<at::Generator> generators;  // deque: references stay valid
   std::call_once(created, [] {
     for (c10::DeviceIndex i = 0; i < runtime::device_count(); ++i) {
-      generators.emplace_back(at::make_generator<FlagosGenerator>(i));
+      generators.emplace_back(at::make_generator<FlagosGenerator>(i, runtime::default_generator_engine(i)));
     }
   });
   if (device < 0) device = runtime::current_device();
@@ -54,7 +54,7 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
 at::Generator new_generator(c10::DeviceIndex device) {
   if (device < 0) device = runtime::current_device();
   runtime::check_device_index(device);
-  return at::make_generator<FlagosGenerator>(device);
+  return at::make_generator<FlagosGenerator>(device, runtime::create_generator_engine(device));
 }
 
 }  // namespace torch_fl

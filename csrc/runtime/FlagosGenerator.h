@@ -13,7 +13,7 @@ namespace torch_fl {
 
 class FlagosGenerator final : public c10::GeneratorImpl {
  public:
-  explicit FlagosGenerator(c10::DeviceIndex device);
+  FlagosGenerator(c10::DeviceIndex device, at::Generator engine);
 
   void set_current_seed(uint64_t seed) override;
   void set_offset(uint64_t offset) override;

@@ -29,9 +29,32 @@ def test_op_override_and_dispatch_log(run_python) -> None:
         env={"FLAGOS_OP_add__Tensor": "cpu", "FLAGOS_LOG_DISPATCH": "1"},
     )
     assert "result 30.0 cpu host" in result.stdout
-    # functional structured ops reach the backend as their out= variant
-    assert "[torch_fl] aten::add.out -> cpu" in result.stderr
-    assert "[torch_fl] aten::sum.IntList_out -> host" in result.stderr
+    # Operators with a direct kernel (DirectKernels.cpp) are routed under their own name.
+    assert "[torch_fl] aten::add.Tensor -> cpu" in result.stderr
+    assert "[torch_fl] aten::sum -> host" in result.stderr
+    # Others reach the backend as what PyTorch's generic kernel calls: arange as its out= variant.
+    assert "[torch_fl] aten::arange.start_out -> host" in result.stderr
+
+
+@pytest.mark.parametrize("override", [None, "cpu"])
+def test_direct_kernels_follow_the_routing_table(run_python, override: str | None) -> None:
+    # Without the dispatch log (which sends every call through the routed fallback):
+    # the cpu provider copies the operands to the CPU, the host provider does not.
+    result = run_python(
+        """
+        import torch
+        a, b = torch.randn(8, 8), torch.randn(8, 8)
+        fa, fb = a.to("flagos"), b.to("flagos")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out = torch.mm(fa, fb)
+        copies = sum(e.count for e in prof.key_averages() if e.key == "aten::_to_copy")
+        print("copies", copies, "equal", torch.allclose(out.cpu(), a @ b, atol=1e-5))
+        """,
+        env={"FLAGOS_OP_mm": override} if override else {},
+    )
+    copies = int(result.stdout.split()[1])
+    assert "equal True" in result.stdout
+    assert (copies >= 2) if override == "cpu" else (copies == 0), result.stdout
 
 
 def test_dispatch_log_is_off_by_default(run_python) -> None:

@@ -42,6 +42,10 @@ at::Generator create_generator_engine(c10::DeviceIndex device) {
   return at::cuda::detail::createCUDAGenerator(device);
 }
 
+at::Generator default_generator_engine(c10::DeviceIndex device) {
+  return at::cuda::detail::getDefaultCUDAGenerator(device);
+}
+
 c10::DeviceIndex device_count() noexcept { return c10::cuda::device_count(); }
 
 std::string configuration_error() {

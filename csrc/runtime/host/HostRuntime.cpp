@@ -52,6 +52,8 @@ at::Generator create_generator_engine(c10::DeviceIndex /*device*/) {
   return at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val);
 }
 
+at::Generator default_generator_engine(c10::DeviceIndex device) { return create_generator_engine(device); }
+
 c10::DeviceIndex device_count() noexcept {
   int count = 0;
   if (hostrtGetDeviceCount(&count) != hostrtSuccess) return 0;
