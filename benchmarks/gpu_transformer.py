@@ -1,30 +1,33 @@
 """Training step of a 12-layer nn.TransformerEncoder on the GPU: flagos against native cuda.
 
 d_model 1024, 16 heads, feed-forward 4096, batch 8 x 512 tokens, bf16 autocast,
-AdamW.  Median step time over 10 steps after 3 warm-up steps, tokens/s, and the
-peak memory of each run.  The two configurations alternate for `--rounds`
-rounds (the GPU machine's speed drifts by ±15 % between runs); the report gives
-every round and the ratio of the medians.  Goals: flagos >= 0.90 of native tokens/s,
-peak memory <= 1.05 of native.
+AdamW.  The two models train side by side, one step each in turn (after 3
+warm-up steps each), so that the GPU machine's speed -- which drifts by up to 2x
+between minutes -- is the same for both within each pair of steps.  Reported:
+the median step time and tokens/s of each over `--steps` steps (both processes
+pinned to the same two cores), the median of the
+per-pair throughput ratios, and each run's peak memory.  Goals: flagos >= 0.90
+of native tokens/s, peak memory <= 1.05 of native.
 
-The native run happens in a child interpreter that never registers flagos: with
+The native model lives in a child interpreter that never registers flagos: with
 a PrivateUse1 backend registered, at::getAccelerator() is PrivateUse1 and
 PyTorch's autograd engine rejects any backward over CUDA tensors
-(`opt_ready_stream && opt_parent_stream`, pytorch/pytorch#161129).
+(`opt_ready_stream && opt_parent_stream`, pytorch/pytorch#161129).  The parent
+asks it for one step at a time over a pipe.
 
-    python benchmarks/gpu_transformer.py [--out gpu_transformer.json]
+    python benchmarks/gpu_transformer.py [--out gpu_transformer.json] [--steps 30]
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 from _gpu_common import emit, parser, require_flagos
@@ -40,74 +43,132 @@ def memory_api(device: str):  # noqa: ANN201 - a device module
     return torch.cuda if torch.version.cuda else torch.accelerator
 
 
-def run(device: str, steps: int = 10, warmup: int = 3) -> dict[str, float]:
-    api = memory_api(device)
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, FF, dropout=0.1, batch_first=True, norm_first=True)
-    model = torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randn(BATCH, SEQ, D_MODEL, device=device)
-    api.synchronize()
-    api.empty_cache()
-    api.reset_peak_memory_stats()
-    times = []
-    for step in range(warmup + steps):
-        api.synchronize()
+class Trainer:
+    """The model, its AdamW and a fixed batch on `device`; step() trains once and returns its time."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.api = device, memory_api(device)
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, FF, dropout=0.1, batch_first=True, norm_first=True)
+        self.model = torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False).to(device)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.x = torch.randn(BATCH, SEQ, D_MODEL, device=device)
+        self.loss = float("nan")
+
+    def step(self) -> float:
+        self.api.synchronize()
         start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=torch.bfloat16):
-            loss = model(x).float().square().mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(self.device, dtype=torch.bfloat16):
+            loss = self.model(self.x).float().square().mean()
         loss.backward()
-        optimizer.step()
-        api.synchronize()
-        if step >= warmup:
-            times.append(time.perf_counter() - start)
-    step_s = statistics.median(times)
-    peak = api.max_memory_allocated()
-    del model, optimizer, x, layer
-    gc.collect()
-    api.empty_cache()
-    return {"step_ms": round(step_s * 1000, 2), "tokens_per_s": round(BATCH * SEQ / step_s, 1),
-            "peak_memory_mib": round(peak / 2**20, 1), "last_loss": round(loss.item(), 5)}
+        self.optimizer.step()
+        self.api.synchronize()
+        elapsed = time.perf_counter() - start
+        self.loss = loss.item()
+        return elapsed * 1000
+
+    def reset_peak(self) -> None:
+        self.api.synchronize()
+        self.api.reset_peak_memory_stats()
+
+    def stats(self) -> dict[str, float]:
+        return {"peak_memory_mib": round(self.api.max_memory_allocated() / 2**20, 1),
+                "last_loss": round(self.loss, 5)}
 
 
-def native_in_child() -> dict[str, float]:
-    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "FLAGOS_NO_STARTUP_HOOK": "1"}
-    child = subprocess.run([sys.executable, __file__, "--native-only"], env=env, capture_output=True, text=True,
-                           check=True)
-    return json.loads(child.stdout)
+def serve(trainer: Trainer, extra: dict[str, Callable[[], dict]] | None = None) -> None:
+    """Child side: answer one JSON line per command read from stdin (step, reset_peak, stats, extra's)."""
+    commands = {"step": lambda: {"ms": trainer.step()}, "reset_peak": lambda: trainer.reset_peak() or {},
+                "stats": trainer.stats, **(extra or {})}
+    for line in sys.stdin:
+        print(json.dumps(commands[line.strip()]()), flush=True)
 
 
-def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+def share_cores(count: int = 2) -> list[int]:
+    """Pin this process, and so the native child it starts, to the same `count` cores.
+
+    The two take turns on the same cores, so a difference between cores (clock,
+    busy neighbours on a shared host) cannot favour either.  The last cores of the
+    allowed set: the first ones tend to serve interrupts.
+    """
+    cores = sorted(os.sched_getaffinity(0))[-count:]
+    os.sched_setaffinity(0, cores)
+    return cores
+
+
+class NativeTrainer:
+    """Parent side: a native cuda Trainer in a child running `script --native-child`, driven over a pipe."""
+
+    def __init__(self, script: str = __file__, *args: str) -> None:
+        env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "FLAGOS_NO_STARTUP_HOOK": "1"}
+        self.child = subprocess.Popen([sys.executable, script, "--native-child", *args], env=env, text=True,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def ask(self, command: str) -> dict:
+        assert self.child.stdin is not None and self.child.stdout is not None
+        self.child.stdin.write(command + "\n")
+        self.child.stdin.flush()
+        line = self.child.stdout.readline()
+        if not line:
+            raise SystemExit(f"the native child exited ({self.child.wait()}); see its stderr above")
+        return json.loads(line)
+
+    def step(self) -> float:
+        return self.ask("step")["ms"]
+
+    def reset_peak(self) -> None:
+        self.ask("reset_peak")
+
+    def stats(self) -> dict[str, float]:
+        return self.ask("stats")
+
+    def close(self) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        self.child.wait()
+
+
+def summary(times_ms: list[float], stats: dict[str, float]) -> dict[str, float]:
+    step_ms = statistics.median(times_ms)
+    return {"step_ms": round(step_ms, 2), "tokens_per_s": round(BATCH * SEQ / step_ms * 1000, 1), **stats}
 
 
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--native-only", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--native-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=3)
     args = p.parse_args()
-    if args.native_only:
-        print(json.dumps(run("cuda")))
+    if args.native_child:
+        serve(Trainer("cuda"))
         return 0
     require_flagos()
-    native_runs, flagos_runs = [], []
-    for round_ in range(args.rounds):
-        # Alternate which configuration goes first.
-        if round_ % 2 == 0:
-            native_runs.append(native_in_child())
-            flagos_runs.append(run("flagos"))
-        else:
-            flagos_runs.append(run("flagos"))
-            native_runs.append(native_in_child())
-    native, flagos = median_of(native_runs), median_of(flagos_runs)
+    cores = share_cores()
+    native, flagos = NativeTrainer(), Trainer("flagos")
+    try:
+        for _ in range(args.warmup):
+            native.step()
+            flagos.step()
+        native.reset_peak()
+        flagos.reset_peak()
+        native_ms, flagos_ms = [], []
+        for _ in range(args.steps):
+            native_ms.append(native.step())
+            flagos_ms.append(flagos.step())
+        native_result, flagos_result = summary(native_ms, native.stats()), summary(flagos_ms, flagos.stats())
+    finally:
+        native.close()
     return emit({
         "benchmark": "gpu_transformer",
         "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
-                   "autocast": "bfloat16", "optimizer": "AdamW"},
-        "native": native, "flagos": flagos, "rounds": {"native": native_runs, "flagos": flagos_runs},
-        "throughput_ratio": round(flagos["tokens_per_s"] / native["tokens_per_s"], 4),
-        "peak_memory_ratio": round(flagos["peak_memory_mib"] / native["peak_memory_mib"], 4),
+                   "autocast": "bfloat16", "optimizer": "AdamW", "steps": args.steps, "warmup": args.warmup,
+                   "cores": cores},
+        "native": native_result, "flagos": flagos_result,
+        "steps_ms": {"native": [round(t, 2) for t in native_ms], "flagos": [round(t, 2) for t in flagos_ms]},
+        "throughput_ratio": round(flagos_result["tokens_per_s"] / native_result["tokens_per_s"], 4),
+        "median_pair_ratio": round(statistics.median(n / f for n, f in zip(native_ms, flagos_ms)), 4),
+        "peak_memory_ratio": round(flagos_result["peak_memory_mib"] / native_result["peak_memory_mib"], 4),
         "goals": {"min_throughput_ratio": 0.90, "max_peak_memory_ratio": 1.05},
     }, args.out)
 

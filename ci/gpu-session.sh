@@ -9,11 +9,14 @@ OUT=${1:?usage: ci/gpu-session.sh OUT_DIR}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 
-cuda=$("$PY" -c 'import torch; print(torch.version.cuda or "")')
+# Probes of the installed torch: without the backend autoload, which in the
+# source tree would import the unbuilt ./torch_fl for an installed torch_fl.
+probe() { TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" -c "import torch; print($1)"; }
+cuda=$(probe 'torch.version.cuda or ""')
 if [[ -z "$cuda" ]]; then echo "ci/gpu-session.sh: $PY has no CUDA build of torch; install one" >&2; exit 2; fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" || true
 
-echo "== building torch_fl (cuda platform) against torch $("$PY" -c 'import torch; print(torch.__version__)')" >&2
+echo "== building torch_fl (cuda platform) against torch $(probe torch.__version__)" >&2
 (cd "$ROOT" && FLAGOS_PLATFORM=cuda FLAGOS_WHEEL_LOCAL_VERSION="cuda$cuda" \
   "$PY" -m pip install --no-build-isolation --no-deps --no-index -v . >"$OUT/build.log" 2>&1) \
   || { tail -40 "$OUT/build.log" >&2; exit 1; }

@@ -1,6 +1,7 @@
 // The PrivateUse1 registration table: native kernels, the routed fallback for
 // everything else, and the autocast policy for torch.autocast("flagos").
 #include <ATen/autocast_mode.h>
+#include <ATen/ops/_to_copy_ops.h>
 #include <torch/library.h>
 
 #include "aten/Boxing.h"
@@ -64,8 +65,11 @@ at::Tensor to_copy_on_kernel_device(const at::Tensor& self, std::optional<c10::S
     kernel_target = c10::Device(runtime::kernel_device_type(), target.has_index() ? target.index()
                                                                                  : self.device().index());
   }
-  auto result = at::_to_copy(native_view_if_flagos(self), dtype, layout, kernel_target, pin_memory, non_blocking,
-                             memory_format);
+  // Straight to the kernel device's kernel: a top-level at::_to_copy would dispatch from the start again.
+  static const c10::DispatchKeySet kernel_keys(
+      c10::computeDispatchKey(std::nullopt, c10::kStrided, runtime::kernel_device_type()));
+  auto result = at::_ops::_to_copy::redispatch(kernel_keys, native_view_if_flagos(self), dtype, layout, kernel_target,
+                                               pin_memory, non_blocking, memory_format);
   return target.type() == c10::DeviceType::PrivateUse1 ? from_native(result, c10::Device(target.type(),
                                                                                           kernel_target.index()))
                                                        : result;
