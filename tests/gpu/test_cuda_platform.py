@@ -126,6 +126,22 @@ def test_rng_reproducible_and_per_device() -> None:
     assert torch.equal(torch.rand(10, device="flagos").cpu(), c)
 
 
+def test_default_generator_is_cudas_own_and_new_generators_are_apart() -> None:
+    # flagos:0 is cuda:0: its default generator is CUDA's, so a seeded kernel without a
+    # generator argument (dropout) draws the same numbers on both devices.
+    torch.flagos.manual_seed(7)
+    on_flagos = F.dropout(torch.ones(1000, device="flagos"), 0.5).cpu()
+    if NATIVE_CUDA_API:
+        torch.cuda.manual_seed(7)
+        assert torch.equal(F.dropout(torch.ones(1000, device="cuda"), 0.5).cpu(), on_flagos)
+    # A generator of one's own leaves the default one where it was.
+    state = torch.flagos.get_rng_state()
+    g = torch.Generator(device="flagos").manual_seed(7)
+    first = torch.rand(10, device="flagos", generator=g).cpu()
+    assert torch.equal(torch.flagos.get_rng_state(), state)
+    assert torch.equal(torch.rand(10, device="flagos", generator=g.manual_seed(7)).cpu(), first)
+
+
 def test_routing_defaults_to_cuda_and_cpu_is_explicit() -> None:
     import torch_fl
     from torch_fl import routing

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -55,15 +56,30 @@ def test_installs_on_stock_torch_and_runs(real_wheels: dict[str, Path], stock_en
     assert proc.stdout.startswith("ok flagos")
 
 
+def _checkout_copy(dest: Path) -> Path:
+    """The files git tracks or would track (untracked, not ignored), copied to `dest`: another checkout."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+@pytest.mark.compile
+@pytest.mark.slow
 def test_two_builds_are_byte_identical(real_wheels: dict[str, Path], tmp_path: Path) -> None:
-    """Same commit, same SOURCE_DATE_EPOCH: the same bytes."""
+    """Same commit, same SOURCE_DATE_EPOCH: the same bytes -- built twice here, and once in another checkout."""
     env = build_env()
     env["SOURCE_DATE_EPOCH"] = "1700000000"
+    other = _checkout_copy(tmp_path / "another" / "checkout")
     digests = []
-    for i in range(2):
+    for i, source in enumerate((REPO, REPO, other)):
         out = tmp_path / f"out{i}"
-        res = run_build(["--platform", "host", "--out", str(out)], env=env)
+        res = run_build(["--platform", "host", "--source", str(source), "--out", str(out)], env=env, cwd=source)
         assert res.rc == 0, res.stderr[-2000:]
         (wheel,) = out.glob("*.whl")
         digests.append(hashlib.sha256(wheel.read_bytes()).hexdigest())
-    assert digests[0] == digests[1]
+    assert digests[0] == digests[1] == digests[2]
