@@ -74,3 +74,56 @@ def test_symlinks_are_refused(tmp_path: Path) -> None:
     (root / "torch_fl" / "link.so").symlink_to("lib/libbig.so")
     with pytest.raises(WheelWriteError, match="symlink"):
         write_wheel(root, DIST, tmp_path / "x.whl")
+
+
+def _zip64_tree(root: Path, size: int) -> Path:
+    """A member of `size` bytes as a sparse file (zeros), plus a small one after it."""
+    (root / "torch_fl").mkdir(parents=True)
+    (root / DIST).mkdir()
+    with (root / "torch_fl" / "huge.bin").open("wb") as f:
+        f.truncate(size)
+    (root / "torch_fl" / "zz_after.py").write_text("x = 1\n")
+    (root / DIST / "METADATA").write_text("Metadata-Version: 2.1\nName: torch_fl\nVersion: 2.13.0+host\n")
+    (root / DIST / "WHEEL").write_text("Wheel-Version: 1.0\nTag: cp311-cp311-linux_x86_64\n")
+    return root
+
+
+@pytest.mark.slow
+def test_member_past_4_gib_is_zip64(tmp_path: Path) -> None:
+    size = (4 << 30) + (1 << 20)  # 4 GiB + 1 MiB of zeros: deflates to a few MiB
+    root = _zip64_tree(tmp_path / "t", size)
+    whl = tmp_path / "big.whl"
+    write_wheel(root, DIST, whl, level=1, workers=2)
+    assert whl.stat().st_size < 64 << 20
+    with zipfile.ZipFile(whl) as zf:
+        info = zf.getinfo("torch_fl/huge.bin")
+        assert info.file_size == size
+        assert zf.read("torch_fl/zz_after.py") == b"x = 1\n"
+        left = size
+        with zf.open(info) as member:  # inflates and checks the CRC at the end
+            while chunk := member.read(64 << 20):
+                left -= len(chunk)
+        assert left == 0
+        record = zf.read(f"{DIST}/RECORD").decode()
+    digest = hashlib.sha256()
+    zeros = bytes(64 << 20)
+    for _ in range(size // len(zeros)):
+        digest.update(zeros)
+    digest.update(bytes(size % len(zeros)))
+    b64 = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    assert f"torch_fl/huge.bin,sha256={b64},{size}" in record
+
+
+def test_more_than_65535_members_is_zip64(tmp_path: Path) -> None:
+    root = _zip64_tree(tmp_path / "t", 0)
+    many = root / "torch_fl" / "many"
+    many.mkdir()
+    for i in range(70_000):
+        (many / f"{i}.txt").write_bytes(b"%d" % i)
+    whl = tmp_path / "many.whl"
+    write_wheel(root, DIST, whl, level=1, workers=2)
+    with zipfile.ZipFile(whl) as zf:
+        names = zf.namelist()
+        assert len(names) == 70_000 + 5  # + huge.bin, zz_after.py, METADATA, WHEEL, RECORD
+        assert zf.read("torch_fl/many/69999.txt") == b"69999"
+        assert zf.testzip() is None

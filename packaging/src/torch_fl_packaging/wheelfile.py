@@ -11,7 +11,13 @@ the output depends only on the input bytes and ``SOURCE_DATE_EPOCH``: two runs
 give byte-identical wheels.  Memory stays bounded by the chunks in flight.
 
 The local header is written first with zero sizes and patched in place once the
-member is done (the output is a regular, seekable file).
+member is done (the output is a regular, seekable file).  ZIP64 (APPNOTE 4.5.3)
+where the 32-bit fields cannot hold a value: a member whose file is within 64 MiB
+of 4 GiB gets the ZIP64 extra field in its local header (the header's size is
+fixed before the data is written, so this is decided from the file's size, with
+room for deflate's growth on incompressible data); the central directory takes
+it for every size or offset past 4 GiB, and the ZIP64 end records come before
+the classic one when offsets or the member count outgrow it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ __all__ = ["CHUNK", "record_line", "write_wheel"]
 CHUNK = 4 << 20
 _WINDOW = 32 << 10
 _LIMIT32 = 0xFFFFFFFF
+#: A member whose uncompressed size reaches this gets a ZIP64 local header: deflate's
+#: stored blocks add 5 bytes per 64 KiB, so its compressed size may exceed the input's.
+_ZIP64_FROM = _LIMIT32 - (64 << 20)
 
 
 @dataclass
@@ -109,22 +118,27 @@ class _Writer:
         self.inflight = inflight
         self.entries: list[_Entry] = []
 
-    def _local_header(self, name: bytes, method: int) -> int:
+    def _local_header(self, name: bytes, method: int, zip64: bool) -> int:
         offset = self.out.tell()
-        self.out.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0x0800, method,
-                                   self.dostime, self.dosdate, 0, 0, 0, len(name), 0))
+        extra = struct.pack("<HHQQ", 0x0001, 16, 0, 0) if zip64 else b""
+        self.out.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 45 if zip64 else 20, 0x0800, method,
+                                   self.dostime, self.dosdate, 0, 0, 0, len(name), len(extra)))
         self.out.write(name)
+        self.out.write(extra)
         return offset
 
-    def add(self, name: str, chunks: Iterable[bytes], mode: int, digest: bytes | None = None) -> tuple[bytes, int]:
+    def add(self, name: str, chunks: Iterable[bytes], mode: int, digest: bytes | None = None,
+            size: int = 0) -> tuple[bytes, int]:
         """Write one member from its chunks; returns (sha256 digest, size).
 
         ``digest``: the member's sha256 when an earlier stage already computed it
         (the manifest hashes every ELF file); verify re-hashes the written wheel.
+        ``size``: the member's expected size, which decides its local header's form.
         """
         bname = name.encode()
         method = 8 if self.level > 0 else 0
-        offset = self._local_header(bname, method)
+        zip64 = size >= _ZIP64_FROM
+        offset = self._local_header(bname, method, zip64)
         start = self.out.tell()
         crc = 0
         usize = 0
@@ -154,11 +168,16 @@ class _Writer:
             self.out.write(pending.popleft().result())
         end = self.out.tell()
         csize = end - start
-        if usize > _LIMIT32 or csize > _LIMIT32 or offset > _LIMIT32:
-            raise WheelWriteError("a wheel member or the wheel is larger than 4 GiB", name,
-                                  "split the payload; ZIP64 output is not implemented")
+        if not zip64 and (usize > _LIMIT32 or csize > _LIMIT32):
+            raise WheelWriteError("a wheel member grew past 4 GiB while it was written", name,
+                                  "the file changed during the build; run it again")
         self.out.seek(offset + 14)
-        self.out.write(struct.pack("<III", crc, csize, usize))
+        if zip64:
+            self.out.write(struct.pack("<III", crc, _LIMIT32, _LIMIT32))
+            self.out.seek(offset + 30 + len(bname) + 4)
+            self.out.write(struct.pack("<QQ", usize, csize))
+        else:
+            self.out.write(struct.pack("<III", crc, csize, usize))
         self.out.seek(end)
         self.entries.append(_Entry(bname, offset, crc, csize, usize, method, self.dostime,
                                    self.dosdate, mode))
@@ -168,15 +187,25 @@ class _Writer:
         cd_start = self.out.tell()
         for e in self.entries:
             attr = (0o100000 | e.mode) << 16
-            self.out.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, (3 << 8) | 20, 20, 0x0800,
-                                       e.method, e.dostime, e.dosdate, e.crc, e.csize, e.usize,
-                                       len(e.name), 0, 0, 0, 0, attr, e.offset))
+            # ZIP64 extra field: the values that do not fit, in this order (APPNOTE 4.5.3).
+            wide = [v for v in (e.usize, e.csize, e.offset) if v >= _LIMIT32]
+            extra = struct.pack(f"<HH{len(wide)}Q", 0x0001, 8 * len(wide), *wide) if wide else b""
+            usize, csize, offset = (min(v, _LIMIT32) for v in (e.usize, e.csize, e.offset))
+            version = 45 if wide else 20
+            self.out.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, (3 << 8) | version, version, 0x0800,
+                                       e.method, e.dostime, e.dosdate, e.crc, csize, usize,
+                                       len(e.name), len(extra), 0, 0, 0, attr, offset))
             self.out.write(e.name)
+            self.out.write(extra)
         cd_size = self.out.tell() - cd_start
-        if len(self.entries) > 0xFFFF or cd_start > _LIMIT32:
-            raise WheelWriteError("too many members for a ZIP without ZIP64", len(self.entries), "")
-        self.out.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(self.entries), len(self.entries),
-                                   cd_size, cd_start, 0))
+        count = len(self.entries)
+        if count >= 0xFFFF or cd_start >= _LIMIT32 or cd_size >= _LIMIT32:
+            eocd64 = self.out.tell()
+            self.out.write(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, (3 << 8) | 45, 45, 0, 0, count, count,
+                                       cd_size, cd_start))
+            self.out.write(struct.pack("<IIQI", 0x07064B50, 0, eocd64, 1))
+        self.out.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(count, 0xFFFF), min(count, 0xFFFF),
+                                   min(cd_size, _LIMIT32), min(cd_start, _LIMIT32), 0))
 
 
 def _file_chunks(path: Path, on_chunk: Callable[[int], None]) -> Iterable[bytes]:
@@ -210,7 +239,8 @@ def write_wheel(root: Path, dist_info: str, dest: Path, *, level: int = 6, epoch
             mode = 0o755 if os.stat(path).st_mode & 0o111 else 0o644
             known = (digests or {}).get(name)
             chunks = _file_chunks(path, functools.partial(progress, name))
-            digest, size = w.add(name, chunks, mode, bytes.fromhex(known) if known else None)
+            digest, size = w.add(name, chunks, mode, bytes.fromhex(known) if known else None,
+                                 size=path.stat().st_size)
             lines.append(record_line(name, digest, size))
         lines.append(f"{record_name},,")
         record = ("\n".join(lines) + "\n").encode()
