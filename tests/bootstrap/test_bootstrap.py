@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import load_bootstrap
+from bootstrap_support import load_bootstrap
 
 bootstrap = load_bootstrap()
 BootstrapError = bootstrap.BootstrapError

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Venv, torch_tree_hashes
+from bootstrap_support import Venv, torch_tree_hashes
 from orders import ORDERS, run_order
 
 pytestmark = [pytest.mark.wheel, pytest.mark.compile, pytest.mark.slow]
