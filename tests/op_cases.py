@@ -63,6 +63,10 @@ CASES = [
     Case("unary_chain", lambda a: torch.tanh(a).exp().neg().abs().sqrt(), rand(3, 8), FLOATS),
     Case("activations", lambda a: F.gelu(a) + F.silu(a) + torch.sigmoid(a) + F.relu(a), rand(6, 6), FLOATS),
     Case("clamp_pow", lambda a: a.clamp(-1, 1).pow(2), rand(10), (F32, BF16)),
+    Case("rsqrt_reciprocal_clamp_min", lambda a: (a.abs() + 1).rsqrt() + (a.abs() + 1).reciprocal() + a.clamp_min(0.1),
+         rand(4, 6), FLOATS),
+    Case("in_place_chain", lambda a, b: a.clone().mul_(b).add_(b, alpha=2).sub_(b).div_(b.abs() + 1)
+         + a.clone().fill_(2.0) * b + a.clone().zero_(), many(rand(3, 5), rand(3, 5))),
     Case("where_maximum", lambda a, b: torch.where(a > b, a, torch.maximum(a, b * 2)), many(rand(5), rand(5))),
     Case("compare_int", lambda a, b: (a == b) | (a < b), many(rand(8), rand(8)), (I64, F32), grad=False),
     Case("logical_bool", lambda a, b: (a & ~b) ^ a.logical_or(b), many(rand(9), rand(9)), (BOOL,), grad=False),
@@ -77,6 +81,8 @@ CASES = [
     # linear algebra
     Case("mm", torch.mm, many(rand(8, 5), rand(5, 3)), FLOATS, tol={"atol": 2e-2, "rtol": 2e-2}),
     Case("bmm", torch.bmm, many(rand(2, 4, 6), rand(2, 6, 3)), FLOATS, tol={"atol": 2e-2, "rtol": 2e-2}),
+    Case("baddbmm", lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2.0),
+         many(rand(2, 4, 3), rand(2, 4, 6), rand(2, 6, 3)), FLOATS, tol={"atol": 5e-2, "rtol": 5e-2}),
     Case("matmul_broadcast", torch.matmul, many(rand(3, 2, 4, 5), rand(5, 2))),
     Case("addmm_linear", lambda b, a, w: torch.addmm(b, a, w) + F.linear(a, w.t()), many(rand(3), rand(4, 6), rand(6, 3))),
     # convolution, normalisation, pooling

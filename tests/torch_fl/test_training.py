@@ -28,7 +28,7 @@ def _data(device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return images.to(device), tokens.to(device), labels.to(device)
 
 
-def _train(device: str, optimizer_cls: type[torch.optim.Optimizer], steps: int = 6) -> list[float]:
+def _train(device: str, optimizer_cls: type[torch.optim.Optimizer], steps: int = 6, clip: bool = False) -> list[float]:
     torch.manual_seed(0)
     model = SmallConvNet().to(device)
     optimizer = optimizer_cls(model.parameters(), lr=0.05)
@@ -38,15 +38,18 @@ def _train(device: str, optimizer_cls: type[torch.optim.Optimizer], steps: int =
         optimizer.zero_grad()
         loss = F.cross_entropy(model(images, tokens), labels)
         loss.backward()
+        if clip:  # foreach norm and a foreach multiply by a tensor
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
         optimizer.step()
         losses.append(loss.item())
     return losses
 
 
-@pytest.mark.parametrize("optimizer_cls", [torch.optim.SGD, torch.optim.AdamW], ids=["sgd", "adamw"])
-def test_loss_trajectory_matches_cpu(optimizer_cls: type[torch.optim.Optimizer]) -> None:
-    on_device = _train("flagos", optimizer_cls)
-    on_cpu = _train("cpu", optimizer_cls)
+@pytest.mark.parametrize(("optimizer_cls", "clip"), [(torch.optim.SGD, False), (torch.optim.AdamW, False),
+                                                     (torch.optim.AdamW, True)], ids=["sgd", "adamw", "adamw-clipped"])
+def test_loss_trajectory_matches_cpu(optimizer_cls: type[torch.optim.Optimizer], clip: bool) -> None:
+    on_device = _train("flagos", optimizer_cls, clip=clip)
+    on_cpu = _train("cpu", optimizer_cls, clip=clip)
     assert on_device == pytest.approx(on_cpu, rel=1e-5, abs=1e-6)
     assert on_device[-1] < on_device[0]
 
