@@ -2,12 +2,12 @@
 
 d_model 1024, 16 heads, feed-forward 4096, batch 8 x 512 tokens, bf16 autocast,
 AdamW.  The two models train side by side, one step each in turn (after 3
-warm-up steps each), so that the GPU machine's speed -- which drifts by up to 2x
-between minutes -- is the same for both within each pair of steps.  Reported:
-the median step time and tokens/s of each over `--steps` steps (both processes
-pinned to the same two cores), the median of the
-per-pair throughput ratios, and each run's peak memory.  Goals: flagos >= 0.90
-of native tokens/s, peak memory <= 1.05 of native.
+warm-up steps each), both processes pinned to the same two cores, so that the
+GPU machine's speed -- which drifts by up to 2x between minutes -- is the same
+for both within each pair of steps.  Reported: the median step time and
+tokens/s of each over `--steps` steps, the median of the per-pair throughput
+ratios, and each run's peak memory.  Goals: flagos >= 0.90 of native tokens/s,
+peak memory <= 1.05 of native.
 
 The native model lives in a child interpreter that never registers flagos: with
 a PrivateUse1 backend registered, at::getAccelerator() is PrivateUse1 and
