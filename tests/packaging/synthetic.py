@@ -68,7 +68,9 @@ def sdk_version_file_text(recipe: Recipe, version: str) -> str:
     assert recipe.sdk and recipe.sdk.version_file
     pattern = recipe.sdk.version_pattern or ""
     for text in (f"{version}\n", f"Version: {version}\n", f"version={version}\n",
-                 f"MACA Version: {version}\n"):
+                 f"MACA Version: {version}\n",
+                 f"toolkit_installed_version=[{version}.0.220:{version}]\n",  # CANN version.cfg
+                 f'{{"musa_toolkits": {{"version": "{version}", "git_commit": "0"}}}}\n'):  # MUSA version.json
         if not pattern:
             return text
         m = re.search(pattern, text)
