@@ -11,6 +11,7 @@
 #include <ATen/native/CPUFallback.h>
 
 #include "aten/KernelViews.h"
+#include "aten/NativeView.h"
 #include "aten/Routing.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosGenerator.h"
@@ -18,8 +19,6 @@
 namespace torch_fl::aten {
 
 namespace {
-
-bool is_flagos(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 
 bool is_optional_generator(const c10::Argument& argument) {
   const auto& type = argument.real_type();
@@ -192,7 +191,7 @@ void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const auto lent_generator = substitute_generators(plan, *stack, first, device, kernel_type);
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, kernel_type)), stack);
+  op.redispatchBoxed(kernel_dispatch_keys(), stack);
 
   views.sync_written();
   const size_t num_returns = schema.returns().size();

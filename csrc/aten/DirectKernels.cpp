@@ -84,20 +84,13 @@
 
 #include "aten/Boxing.h"
 #include "aten/KernelViews.h"
+#include "aten/NativeView.h"
 #include "aten/Routing.h"
 #include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::aten {
 
 namespace {
-
-bool is_flagos(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
-
-c10::DispatchKeySet kernel_keys() {
-  static const c10::DispatchKeySet keys(
-      c10::computeDispatchKey(std::nullopt, c10::kStrided, runtime::kernel_device_type()));
-  return keys;
-}
 
 // Whether the routing table sends `op` to the kernel device's own kernel right now.
 bool runs_on_kernel_device(const c10::OperatorHandle& op) {
@@ -216,7 +209,7 @@ struct Direct<Op, R(A...)> {
     KernelViews views;
     // Braced initialisation: the arguments convert left to right.
     std::tuple<KernelArgument<A>...> kernel_args{KernelArgument<A>(views, std::forward<A>(args))...};
-    const auto run = [](auto&... a) -> decltype(auto) { return Op::redispatch(kernel_keys(), a.get()...); };
+    const auto run = [](auto&... a) -> decltype(auto) { return Op::redispatch(kernel_dispatch_keys(), a.get()...); };
     if constexpr (std::is_void_v<R>) {
       std::apply(run, kernel_args);
       views.sync_written();

@@ -9,27 +9,26 @@ namespace torch_fl::aten {
 at::Tensor KernelViews::add(const at::Tensor& t, bool written) {
   // PyTorch's kernels would reject operands on two CUDA devices; the host
   // views all look like CPU tensors, so the check is made here.
-  TORCH_CHECK(device_tensors_.empty() || device_tensors_.front().device() == t.device(),
+  TORCH_CHECK(entries_.empty() || entries_.front().flagos.device() == t.device(),
               "Expected all tensors to be on the same device, but found at least two devices, ",
-              device_tensors_.front().device(), " and ", t.device(), "!");
-  device_tensors_.push_back(t);
-  views_.push_back(native_view(t));
-  written_.push_back(written);
-  return views_.back();
+              entries_.front().flagos.device(), " and ", t.device(), "!");
+  entries_.push_back(Entry{t, native_view(t), written});
+  return entries_.back().view;
 }
 
 void KernelViews::sync_written() {
-  for (size_t k = 0; k < views_.size(); ++k) {
-    if (written_[k]) sync_from_native_view(device_tensors_[k], views_[k]);
+  for (const Entry& e : entries_) {
+    if (e.written) sync_from_native_view(e.flagos, e.view);
   }
 }
 
 at::Tensor KernelViews::to_flagos(const at::Tensor& result, c10::Device device) {
-  if (!result.defined() || result.device().type() == c10::DeviceType::PrivateUse1) return result;
+  if (!result.defined() || is_flagos(result)) return result;
   const auto k = find(result);
   if (!k.has_value()) return from_native(result, device);
-  if (result.unsafeGetTensorImpl() == views_[*k].unsafeGetTensorImpl()) return device_tensors_[*k];
-  auto alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(device_tensors_[*k].storage()),
+  const Entry& e = entries_[*k];
+  if (result.unsafeGetTensorImpl() == e.view.unsafeGetTensorImpl()) return e.flagos;
+  auto alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(e.flagos.storage()),
                                                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                         result.dtype());
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());
@@ -39,19 +38,20 @@ at::Tensor KernelViews::to_flagos(const at::Tensor& result, c10::Device device) 
 std::optional<size_t> KernelViews::find(const at::Tensor& result) {
   const void* impl = result.unsafeGetTensorImpl();
   const void* storage = result.storage().unsafeGetStorageImpl();
-  if (views_.size() <= 8) {
-    for (size_t k = 0; k < views_.size(); ++k) {
-      if (views_[k].unsafeGetTensorImpl() == impl) return k;
+  const auto storage_of = [](const Entry& e) { return e.view.storage().unsafeGetStorageImpl(); };
+  if (entries_.size() <= 8) {
+    for (size_t k = 0; k < entries_.size(); ++k) {
+      if (entries_[k].view.unsafeGetTensorImpl() == impl) return k;
     }
-    for (size_t k = 0; k < views_.size(); ++k) {
-      if (views_[k].storage().unsafeGetStorageImpl() == storage) return k;
+    for (size_t k = 0; k < entries_.size(); ++k) {
+      if (storage_of(entries_[k]) == storage) return k;
     }
     return std::nullopt;
   }
   if (by_impl_.empty()) {
-    for (size_t k = 0; k < views_.size(); ++k) {
-      by_impl_.emplace(views_[k].unsafeGetTensorImpl(), k);
-      by_storage_.emplace(views_[k].storage().unsafeGetStorageImpl(), k);
+    for (size_t k = 0; k < entries_.size(); ++k) {
+      by_impl_.emplace(entries_[k].view.unsafeGetTensorImpl(), k);
+      by_storage_.emplace(storage_of(entries_[k]), k);
     }
   }
   if (auto it = by_impl_.find(impl); it != by_impl_.end()) return it->second;

@@ -30,16 +30,20 @@ class KernelViews {
 
   // The device of the first flagos argument, if there was one.
   std::optional<c10::Device> device() const {
-    return device_tensors_.empty() ? std::nullopt : std::optional<c10::Device>(device_tensors_.front().device());
+    return entries_.empty() ? std::nullopt : std::optional<c10::Device>(entries_.front().flagos.device());
   }
 
  private:
+  struct Entry {
+    at::Tensor flagos;
+    at::Tensor view;
+    bool written;
+  };
+
   // The view `result` is, or else shares storage with.
   std::optional<size_t> find(const at::Tensor& result);
 
-  c10::SmallVector<at::Tensor, 6> device_tensors_;
-  c10::SmallVector<at::Tensor, 6> views_;
-  c10::SmallVector<bool, 6> written_;
+  c10::SmallVector<Entry, 6> entries_;
   // Foreach ops pass and return hundreds of tensors: past a few views the lookup is indexed.
   std::unordered_map<const void*, size_t> by_impl_;
   std::unordered_map<const void*, size_t> by_storage_;

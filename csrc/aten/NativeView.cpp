@@ -11,10 +11,6 @@ namespace torch_fl::aten {
 
 namespace {
 
-c10::DispatchKeySet kernel_keys() {
-  return c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, runtime::kernel_device_type()));
-}
-
 // Wraps the storage of a kernel result into a flagos storage sharing its memory.
 c10::Storage adopt_storage(const c10::Storage& native, c10::Device device) {
   return c10::Storage(c10::Storage::use_byte_size_t(), native.nbytes(),
@@ -23,6 +19,12 @@ c10::Storage adopt_storage(const c10::Storage& native, c10::Device device) {
 
 }  // namespace
 
+c10::DispatchKeySet kernel_dispatch_keys() {
+  static const c10::DispatchKeySet keys(
+      c10::computeDispatchKey(std::nullopt, c10::kStrided, runtime::kernel_device_type()));
+  return keys;
+}
+
 at::Tensor native_view(const at::Tensor& flagos_tensor) {
   const auto& storage = flagos_tensor.storage();
   const auto kernel_type = runtime::kernel_device_type();
@@ -30,7 +32,7 @@ at::Tensor native_view(const at::Tensor& flagos_tensor) {
   c10::Storage view_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
                             c10::DataPtr(const_cast<void*>(storage.data()), where), c10::GetAllocator(kernel_type),
                             /*resizable=*/true);
-  auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), kernel_keys(), flagos_tensor.dtype());
+  auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), kernel_dispatch_keys(), flagos_tensor.dtype());
   view.unsafeGetTensorImpl()->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(),
                                                     flagos_tensor.storage_offset());
   return view;

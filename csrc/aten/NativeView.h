@@ -7,6 +7,12 @@
 
 namespace torch_fl::aten {
 
+inline bool is_flagos(const at::Tensor& t) { return t.defined() && t.is_privateuseone(); }
+
+// The dispatch key set of the kernel device type's dense kernels (CPU, CUDA):
+// what a redispatch to the kernel device's own kernel goes to.
+c10::DispatchKeySet kernel_dispatch_keys();
+
 // A tensor of the kernel device type over the same bytes as `flagos_tensor`
 // (same sizes, strides, offset and dtype), without copying.  Its storage does
 // not own the memory and is resizable, so a kernel that grows it (an out=
@@ -16,7 +22,7 @@ at::Tensor native_view(const at::Tensor& flagos_tensor);
 
 // A flagos tensor as `t` is, or `t` when it is not a flagos tensor.
 inline at::Tensor native_view_if_flagos(const at::Tensor& t) {
-  return t.defined() && t.is_privateuseone() ? native_view(t) : t;
+  return is_flagos(t) ? native_view(t) : t;
 }
 
 // After a kernel ran on `view` = native_view(flagos_tensor): make flagos_tensor

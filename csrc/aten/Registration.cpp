@@ -66,9 +66,7 @@ at::Tensor to_copy_on_kernel_device(const at::Tensor& self, std::optional<c10::S
                                                                                  : self.device().index());
   }
   // Straight to the kernel device's kernel: a top-level at::_to_copy would dispatch from the start again.
-  static const c10::DispatchKeySet kernel_keys(
-      c10::computeDispatchKey(std::nullopt, c10::kStrided, runtime::kernel_device_type()));
-  auto result = at::_ops::_to_copy::redispatch(kernel_keys, native_view_if_flagos(self), dtype, layout, kernel_target,
+  auto result = at::_ops::_to_copy::redispatch(kernel_dispatch_keys(), native_view_if_flagos(self), dtype, layout, kernel_target,
                                                pin_memory, non_blocking, memory_format);
   return target.type() == c10::DeviceType::PrivateUse1 ? from_native(result, c10::Device(target.type(),
                                                                                           kernel_target.index()))
@@ -92,7 +90,7 @@ void register_direct_structured_ops() {
     const bool adopt_results = runtime::kernel_outputs_are_device_memory();
     auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
                                        __LINE__);  // lives as long as the process
-    const auto kernel_key = c10::computeDispatchKey(std::nullopt, c10::kStrided, runtime::kernel_device_type());
+    const auto kernel_key = kernel_dispatch_keys().highestPriorityTypeId();
     auto& dispatcher = c10::Dispatcher::singleton();
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0) continue;
