@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from .build import BuiltWheel
 from .configure import Config
 from .elf_patch import ElfPatcher
-from .elf_read import is_elf, read_elf
+from .elf_read import ElfInfo, is_elf, read_elf
 from .errors import BundleError
 
 __all__ = ["SOURCE_LIB_DIR", "Origin", "Staged", "bundle", "unpack_wheel"]
@@ -120,7 +120,7 @@ def _copy_from_vendor(config: Config, name: str, dest: Path) -> str | None:
     return f"{vendor.source}:{name}"
 
 
-def _library_rpath(config: Config, lib: Path, directory: str) -> list[str]:
+def _library_rpath(config: Config, info: ElfInfo, directory: str) -> list[str]:
     """The recipe's RPATH for a bundled library, or the kept source entries followed by the missing ones.
 
     Keeping the source's own order means a library whose shipped RPATH already
@@ -130,16 +130,14 @@ def _library_rpath(config: Config, lib: Path, directory: str) -> list[str]:
     spec = config.recipe.bundle
     if not spec.keep_source_rpath:
         return list(spec.rpath)
-    info = read_elf(lib)
     kept = [_rewrite_origin_entry(entry, SOURCE_LIB_DIR, directory) for entry in (*info.rpath, *info.runpath)
             if any(fnmatch.fnmatch(entry, pat) for pat in spec.keep_source_rpath)]
     return list(dict.fromkeys([*kept, *spec.rpath]))
 
 
-def _set_rpath_if_needed(patcher: ElfPatcher, path: Path, entries: list[str]) -> None:
-    """Queue an RPATH edit unless the file already has exactly these entries as DT_RPATH."""
+def _set_rpath_if_needed(patcher: ElfPatcher, path: Path, info: ElfInfo, entries: list[str]) -> None:
+    """Queue an RPATH edit unless the file (whose headers are `info`) already has exactly these entries as DT_RPATH."""
     wanted = tuple(dict.fromkeys(entries))
-    info = read_elf(path)
     if info.runpath or info.rpath != wanted:
         patcher.set_rpath(path, wanted)
 
@@ -196,13 +194,14 @@ def bundle(config: Config, built: BuiltWheel, stage_root: Path, patcher: ElfPatc
             if not is_elf(dest):
                 raise BundleError("a bundled library is not an ELF file", rel, "check the source")
             staged.bundled.append(rel)
-            _set_rpath_if_needed(patcher, dest, _library_rpath(config, dest, spec.directory))
+            info = read_elf(dest)
+            _set_rpath_if_needed(patcher, dest, info, _library_rpath(config, info, spec.directory))
 
     if spec.plugin_rpath:
         for rel in staged.plugin:
             current = read_elf(stage_root / rel)
             existing = current.runpath or current.rpath
-            _set_rpath_if_needed(patcher, stage_root / rel, [*spec.plugin_rpath, *existing])
+            _set_rpath_if_needed(patcher, stage_root / rel, current, [*spec.plugin_rpath, *existing])
 
     progress("setting RPATHs")
     patcher.apply(on_file=lambda p: progress(f"patched {p.name}"))
