@@ -25,34 +25,23 @@ from gpu_transformer import NativeTrainer, Trainer, serve, share_cores
 
 
 def profile(trainer: Trainer, steps: int) -> dict:
-    api, model, optimizer, x, device = trainer.api, trainer.model, trainer.optimizer, trainer.x, trainer.device
-
-    def step(marks: list[float] | None = None) -> None:
-        def mark() -> None:
-            if marks is not None:
-                api.synchronize()
-                marks.append(time.perf_counter())
-
-        mark()
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=torch.bfloat16):
-            loss = model(x).float().square().mean()
-        mark()
-        loss.backward()
-        mark()
-        optimizer.step()
-        mark()
-
+    api = trainer.api
     phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
+    marks: list[float] = []
+
+    def mark() -> None:
+        api.synchronize()
+        marks.append(time.perf_counter())
+
     for _ in range(steps):
-        marks: list[float] = []
-        step(marks)
+        marks.clear()
+        mark()
+        trainer.step(mark)
+        mark()
         for name, (a, b) in zip(phases, zip(marks, marks[1:])):
             phases[name].append((b - a) * 1000)
-    api.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        step()
-        api.synchronize()
+        trainer.step()
     ops = {e.key: {"calls": e.count, "self_us": round(e.self_cpu_time_total, 1)}
            for e in prof.key_averages() if e.key.startswith("aten::")}
     return {"phases_ms": {k: round(statistics.median(v), 3) for k, v in phases.items()}, "ops": ops}

@@ -55,13 +55,16 @@ class Trainer:
         self.x = torch.randn(BATCH, SEQ, D_MODEL, device=device)
         self.loss = float("nan")
 
-    def step(self) -> float:
+    def step(self, mark: Callable[[], None] = lambda: None) -> float:
+        """One training step; `mark` is called after the forward and after the backward phase."""
         self.api.synchronize()
         start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(self.device, dtype=torch.bfloat16):
             loss = self.model(self.x).float().square().mean()
+        mark()
         loss.backward()
+        mark()
         self.optimizer.step()
         self.api.synchronize()
         elapsed = time.perf_counter() - start

@@ -91,18 +91,22 @@ def test_runtime_directories_rerooted_under_the_sdk_root() -> None:
         "/home/u/maca/lib", "/home/u/maca/mxgpu_llvm/lib", "/x"]
 
 
+def _bar_linked_at_v1(tmp_path: Path, run_version_script: str) -> Path:
+    """libuser.so, linked against a libx.so exporting foo and bar at version V1, and finding at run time
+    ($ORIGIN/run) a libx.so built with `run_version_script`."""
+    libx = "int foo(void){return 1;}\nint bar(void){return 2;}\n"
+    link = tmp_path / "link"
+    B.cc(link / "libx.so", libx, soname="libx.so", version_script="V1 { global: foo; bar; local: *; };\n")
+    B.cc(tmp_path / "run" / "libx.so", libx, soname="libx.so", version_script=run_version_script)
+    return B.cc(tmp_path / "libuser.so", "extern int bar(void);\nint u(void){return bar();}\n", soname="libuser.so",
+                libs=["libx.so"], libdirs=[link], rpath=["$ORIGIN/run"])
+
+
 def test_versioned_reference_binds_to_the_base_version(tmp_path: Path) -> None:
     """libuser was linked against a libx whose bar was bar@V1; the libx it meets at run time still
     defines version V1 but exports bar at the base version. glibc keeps the base version out of
     version matching and binds the reference (dl-version.c), and so do we."""
-    link = tmp_path / "link"
-    B.cc(link / "libx.so", "int foo(void){return 1;}\nint bar(void){return 2;}\n", soname="libx.so",
-         version_script="V1 { global: foo; bar; local: *; };\n")
-    run = tmp_path / "run"
-    B.cc(run / "libx.so", "int foo(void){return 1;}\nint bar(void){return 2;}\n", soname="libx.so",
-         version_script="V1 { global: foo; };\n")
-    user = B.cc(tmp_path / "libuser.so", "extern int bar(void);\nint u(void){return bar();}\n", soname="libuser.so",
-                libs=["libx.so"], libdirs=[link], rpath=["$ORIGIN/run"])
+    user = _bar_linked_at_v1(tmp_path, run_version_script="V1 { global: foo; };\n")
     refs = {(r.name, r.version) for r in read_elf_file(str(user)).undefined}
     assert ("bar", "V1") in refs
     verdict = _gates([user])
@@ -113,14 +117,7 @@ def test_versioned_reference_binds_to_the_base_version(tmp_path: Path) -> None:
 
 def test_versioned_reference_does_not_bind_to_another_version(tmp_path: Path) -> None:
     """bar@V1 at link time, bar@V2 at run time (V1 still defined, for foo): the loader refuses."""
-    link = tmp_path / "link"
-    B.cc(link / "libx.so", "int foo(void){return 1;}\nint bar(void){return 2;}\n", soname="libx.so",
-         version_script="V1 { global: foo; bar; local: *; };\n")
-    run = tmp_path / "run"
-    B.cc(run / "libx.so", "int foo(void){return 1;}\nint bar(void){return 2;}\n", soname="libx.so",
-         version_script="V1 { global: foo; local: *; };\nV2 { global: bar; } V1;\n")
-    user = B.cc(tmp_path / "libuser.so", "extern int bar(void);\nint u(void){return bar();}\n", soname="libuser.so",
-                libs=["libx.so"], libdirs=[link], rpath=["$ORIGIN/run"])
+    user = _bar_linked_at_v1(tmp_path, run_version_script="V1 { global: foo; local: *; };\nV2 { global: bar; } V1;\n")
     verdict = _gates([user])
     assert not _real_loader_accepts(user)
     assert verdict["elf.versions"] == "pass" and verdict["elf.symbols"] == "fail"
