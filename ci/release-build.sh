@@ -37,7 +37,7 @@ if [ -n "$vendor_torch" ]; then build_args+=(--vendor-torch "$vendor_torch"); fi
 "$python" -m venv "$venv"
 # ${a[@]+"${a[@]}"}: an empty array under set -u on the bash 4.2 of older images.
 "$venv/bin/python" -m pip install ${torch_pip_args[@]+"${torch_pip_args[@]}"} "torch==$torch_version"
-"$venv/bin/python" -m pip install ./packaging ./preflight ./ci/publish scikit-build-core pybind11 ninja
+"$venv/bin/python" -m pip install ./packaging ./preflight ./publish scikit-build-core ninja
 # Later steps find torch-fl-preflight and torch-fl-publish on PATH.
 if [ -n "${GITHUB_PATH:-}" ]; then echo "$venv/bin" >> "$GITHUB_PATH"; fi
 

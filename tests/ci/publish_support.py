@@ -32,7 +32,7 @@ from typing import Any
 # -- the publish command -------------------------------------------------------
 
 REPO = Path(__file__).resolve().parents[2]
-PUBLISH_SRC = REPO / "ci" / "publish" / "src"
+PUBLISH_SRC = REPO / "publish" / "src"
 
 
 @dataclass
