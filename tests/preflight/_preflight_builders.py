@@ -1,15 +1,14 @@
-"""Real artifacts for the preflight tests: C libraries compiled with gcc, wheels written with zipfile
-and a correct RECORD, a synthetic torch installed into a throwaway virtual environment.
+"""Real artifacts for the preflight tests: C libraries compiled with gcc, wheels with a correct
+RECORD and a manifest, a synthetic torch installed into a throwaway virtual environment.
 
-Manifests are written with pyelftools (an independent ELF reader), so the tests do not check the
-preflight reader against itself.
+Manifests are written with pyelftools (an independent ELF reader, `support.elf`), so the tests do
+not check the preflight reader against itself.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -21,42 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elftools.elf.elffile import ELFFile
+from support.elf import compile_c, read_dynamic
+from support.wheels import PY_TAG, record_hash, write_wheel as write_wheel_file
 
-PY_TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
 PLAT = "manylinux_2_28_x86_64"
 TORCH_VERSION = "2.13.0+cpu"
 TORCH_GIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-def have_gcc() -> bool:
-    return shutil.which("gcc") is not None
-
-
-def cc(out: Path, source: str, *, soname: str | None = None, libs: list[str] = (),  # type: ignore[assignment]
-       libdirs: list[Path] = (), rpath: list[str] = (), runpath: bool = True,  # type: ignore[assignment]
-       version_script: str | None = None, extra: list[str] = ()) -> Path:  # type: ignore[assignment]
-    """Compile one C shared library."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.with_suffix(out.suffix + ".c")
-    src.write_text(source)
-    cmd = ["gcc", "-shared", "-fPIC", "-O0", "-o", str(out), str(src)]
-    if soname:
-        cmd.append(f"-Wl,-soname,{soname}")
-    for d in libdirs:
-        cmd.append(f"-L{d}")
-    for lib in libs:
-        cmd.append(f"-l:{lib}")
-    if rpath:
-        cmd.append("-Wl,-rpath," + ":".join(rpath))
-        cmd.append("-Wl,--enable-new-dtags" if runpath else "-Wl,--disable-new-dtags")
-    if version_script:
-        vs = out.with_suffix(".map")
-        vs.write_text(version_script)
-        cmd.append(f"-Wl,--version-script={vs}")
-    cmd += list(extra)
-    subprocess.run(cmd, check=True, capture_output=True)
-    return out
 
 
 @dataclass
@@ -79,69 +48,50 @@ def build_natives(root: Path) -> Natives:
     root.mkdir(parents=True, exist_ok=True)
     tl = root / "torch" / "lib"
     # Synthetic torch core: libc10 exports a std::__cxx11 name, as the new-ABI libc10 does.
-    cc(tl / "libc10.so", "int _ZN3c106detail5cxx11E(void){return 1;}\nint c10_version(void){return 213;}\n",
-       soname="libc10.so")
-    cc(tl / "libtorch_cpu.so", "extern int c10_version(void);\n"
-       "int fl_torch_op_v1(void){return c10_version();}\nint fl_torch_op_common(void){return 2;}\n",
-       soname="libtorch_cpu.so", libs=["libc10.so"], libdirs=[tl], rpath=["$ORIGIN"])
+    compile_c(tl / "libc10.so", "int _ZN3c106detail5cxx11E(void){return 1;}\nint c10_version(void){return 213;}\n",
+              soname="libc10.so")
+    compile_c(tl / "libtorch_cpu.so", "extern int c10_version(void);\n"
+              "int fl_torch_op_v1(void){return c10_version();}\nint fl_torch_op_common(void){return 2;}\n",
+              soname="libtorch_cpu.so", libs=["libc10.so"], libdirs=[tl], rpath=["$ORIGIN"])
     tl2 = root / "torch-next" / "lib"
-    cc(tl2 / "libc10.so", "int _ZN3c106detail5cxx11E(void){return 1;}\nint c10_version(void){return 214;}\n",
-       soname="libc10.so")
-    cc(tl2 / "libtorch_cpu.so", "int fl_torch_op_v2(void){return 3;}\nint fl_torch_op_common(void){return 2;}\n",
-       soname="libtorch_cpu.so", libs=["libc10.so"], libdirs=[tl2], rpath=["$ORIGIN"])
+    compile_c(tl2 / "libc10.so", "int _ZN3c106detail5cxx11E(void){return 1;}\nint c10_version(void){return 214;}\n",
+              soname="libc10.so")
+    compile_c(tl2 / "libtorch_cpu.so", "int fl_torch_op_v2(void){return 3;}\nint fl_torch_op_common(void){return 2;}\n",
+              soname="libtorch_cpu.so", libs=["libc10.so"], libdirs=[tl2], rpath=["$ORIGIN"])
 
     lib = root / "wheel" / "torch_fl" / "lib"
-    dep = cc(lib / "libflagos_dep.so", "int flagos_dep(void){return 7;}\n", soname="libflagos_dep.so")
-    rt = cc(lib / "libflagos_rt.so", "extern int flagos_dep(void);\nint flagos_rt_device_count(void)"
-            "{return flagos_dep();}\n", soname="libflagos_rt.so", libs=["libflagos_dep.so"], libdirs=[lib],
-            rpath=["$ORIGIN"])
-    plugin = cc(root / "wheel" / "torch_fl" / f"_C.{PY_TAG}-x86_64-linux-gnu.so",
-                "extern int flagos_rt_device_count(void);\nextern int fl_torch_op_v1(void);\n"
-                "extern void *PyLong_FromLong(long);\n"
-                "void *flagos_count(void){return PyLong_FromLong(flagos_rt_device_count()+fl_torch_op_v1());}\n",
-                libs=["libflagos_rt.so", "libtorch_cpu.so", "libc10.so"], libdirs=[lib, tl],
-                rpath=["$ORIGIN/lib", "$ORIGIN/../torch/lib"])
+    dep = compile_c(lib / "libflagos_dep.so", "int flagos_dep(void){return 7;}\n", soname="libflagos_dep.so")
+    rt = compile_c(lib / "libflagos_rt.so", "extern int flagos_dep(void);\nint flagos_rt_device_count(void)"
+                   "{return flagos_dep();}\n", soname="libflagos_rt.so", libs=["libflagos_dep.so"], libdirs=[lib],
+                   rpath=["$ORIGIN"])
+    plugin = compile_c(root / "wheel" / "torch_fl" / f"_C.{PY_TAG}-x86_64-linux-gnu.so",
+                       "extern int flagos_rt_device_count(void);\nextern int fl_torch_op_v1(void);\n"
+                       "extern void *PyLong_FromLong(long);\n"
+                       "void *flagos_count(void){return PyLong_FromLong(flagos_rt_device_count()+fl_torch_op_v1());}\n",
+                       libs=["libflagos_rt.so", "libtorch_cpu.so", "libc10.so"], libdirs=[lib, tl],
+                       rpath=["$ORIGIN/lib", "$ORIGIN/../torch/lib"])
 
     # A stand-in libstdc++.so.6 that defines GLIBCXX_9.9, only to link against; the host's real one lacks it.
     stub = root / "stub"
-    cc(stub / "libstdc++.so.6", "int fl_future_cxx(void){return 1;}\n", soname="libstdc++.so.6",
-       version_script="GLIBCXX_9.9 { global: fl_future_cxx; local: *; };\n")
-    g99 = cc(root / "bad" / "libneeds_glibcxx99.so", "extern int fl_future_cxx(void);\n"
-             "int use_future(void){return fl_future_cxx();}\n", soname="libneeds_glibcxx99.so",
-             libs=["libstdc++.so.6"], libdirs=[stub])
-    cc(stub / "libnot_on_this_host.so.1", "int fl_absent(void){return 1;}\n", soname="libnot_on_this_host.so.1")
-    miss = cc(root / "bad" / "libneeds_missing.so", "extern int fl_absent(void);\nint f(void){return fl_absent();}\n",
-              soname="libneeds_missing.so", libs=["libnot_on_this_host.so.1"], libdirs=[stub])
-    undef = cc(root / "bad" / "libundefined.so", "extern int fl_defined_nowhere(void);\n"
-               "int g(void){return fl_defined_nowhere();}\n", soname="libundefined.so")
-    absr = cc(root / "bad" / "libabs_rpath.so", "int h(void){return 1;}\n", soname="libabs_rpath.so",
-              rpath=["/opt/elsewhere/lib"])
+    compile_c(stub / "libstdc++.so.6", "int fl_future_cxx(void){return 1;}\n", soname="libstdc++.so.6",
+              version_script="GLIBCXX_9.9 { global: fl_future_cxx; local: *; };\n")
+    g99 = compile_c(root / "bad" / "libneeds_glibcxx99.so", "extern int fl_future_cxx(void);\n"
+                    "int use_future(void){return fl_future_cxx();}\n", soname="libneeds_glibcxx99.so",
+                    libs=["libstdc++.so.6"], libdirs=[stub])
+    compile_c(stub / "libnot_on_this_host.so.1", "int fl_absent(void){return 1;}\n", soname="libnot_on_this_host.so.1")
+    miss = compile_c(root / "bad" / "libneeds_missing.so", "extern int fl_absent(void);\nint f(void){return fl_absent();}\n",
+                     soname="libneeds_missing.so", libs=["libnot_on_this_host.so.1"], libdirs=[stub])
+    undef = compile_c(root / "bad" / "libundefined.so", "extern int fl_defined_nowhere(void);\n"
+                      "int g(void){return fl_defined_nowhere();}\n", soname="libundefined.so")
+    absr = compile_c(root / "bad" / "libabs_rpath.so", "int h(void){return 1;}\n", soname="libabs_rpath.so",
+                     rpath=["/opt/elsewhere/lib"])
     return Natives(root, tl, tl2, plugin, rt, dep, g99, miss, undef, absr)
 
 
-# --- ELF records, independently ----------------------------------------------------------------------
-
-def _dynamic_fields(elf: ELFFile) -> dict[str, Any]:
-    """A manifest record's soname/needed/rpath/runpath, read with pyelftools (the reference reader)."""
-    fields: dict[str, Any] = {"soname": None, "needed": [], "rpath": [], "runpath": []}
-    for seg in elf.iter_segments():
-        if seg.header.p_type != "PT_DYNAMIC":
-            continue
-        for tag in seg.iter_tags():
-            kind = tag.entry.d_tag
-            if kind == "DT_SONAME":
-                fields["soname"] = tag.soname
-            elif kind == "DT_NEEDED":
-                fields["needed"].append(tag.needed)
-            elif kind == "DT_RPATH":
-                fields["rpath"] += [p for p in tag.rpath.split(":") if p]
-            elif kind == "DT_RUNPATH":
-                fields["runpath"] += [p for p in tag.runpath.split(":") if p]
-    return fields
-
+# --- manifests, from ELF read with pyelftools ---------------------------------------------------------
 
 def elf_record(data: bytes, path: str, origin: str = "built") -> dict[str, Any]:
-    fields = _dynamic_fields(ELFFile(io.BytesIO(data)))
+    fields = read_dynamic(data).record_fields()
     return {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data), **fields,
             "origin": origin}
 
@@ -169,10 +119,6 @@ def manifest_for(files: dict[str, bytes], *, name: str = "torch_fl", version: st
 
 # --- wheels ---------------------------------------------------------------------------------------------
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 @dataclass
 class WheelSpec:
     files: dict[str, bytes]
@@ -191,30 +137,13 @@ class WheelSpec:
 
 def write_wheel(out_dir: Path, spec: WheelSpec) -> Path:
     files = dict(spec.files)
-    tags = [spec.tag]
     if spec.with_manifest:
-        m = spec.manifest_override or manifest_for(files, name=spec.name, version=spec.version, tags=tags,
+        m = spec.manifest_override or manifest_for(files, name=spec.name, version=spec.version, tags=[spec.tag],
                                                     filename=spec.filename, requirements=spec.requirements,
                                                     **spec.manifest_extra)
         files[f"{spec.name}/compatibility.json"] = json.dumps(m, indent=1).encode()
-    di = f"{spec.name}-{spec.version}.dist-info"
-    meta = f"Metadata-Version: 2.1\nName: {spec.name}\nVersion: {spec.version}\n"
-    meta += "".join(f"Requires-Dist: {r}\n" for r in spec.requirements)
-    files[f"{di}/METADATA"] = meta.encode()
-    files[f"{di}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: preflight-tests\nRoot-Is-Purelib: false\n"
-                            f"Tag: {spec.tag}\n").encode()
-    record = "".join(f"{p},sha256={_b64(d)},{len(d)}\n" for p, d in files.items())
-    record += f"{di}/RECORD,,\n"
-    files[f"{di}/RECORD"] = record.encode()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / spec.filename
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for p, d in files.items():
-            info = zipfile.ZipInfo(p, date_time=(2020, 1, 1, 0, 0, 0))
-            info.external_attr = (0o100755 if d[:4] == b"\x7fELF" else 0o100644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, d)
-    return path
+    return write_wheel_file(out_dir / spec.filename, files, name=spec.name, version=spec.version, tag=spec.tag,
+                            requires=spec.requirements, generator="preflight-tests")
 
 
 def host_wheel_files(n: Natives) -> dict[str, bytes]:
@@ -430,7 +359,7 @@ def cuda_assets_wheel(inputs: dict[str, Any], out_dir: Path) -> Path:
             .encode()
         for p, d in small.items():
             dst.writestr(zipfile.ZipInfo(p, date_time=(2020, 1, 1, 0, 0, 0)), d, zipfile.ZIP_DEFLATED)
-            rows.append(f"{p},sha256={_b64(d)},{len(d)}")
+            rows.append(f"{p},{record_hash(d)},{len(d)}")
         rows.append(f"{di}/RECORD,,")
         dst.writestr(zipfile.ZipInfo(f"{di}/RECORD", date_time=(2020, 1, 1, 0, 0, 0)), "\n".join(rows) + "\n")
     shutil.rmtree(extract, ignore_errors=True)
@@ -444,6 +373,5 @@ def _elf_record_file(path: Path, member: str, origin: str) -> dict[str, Any]:
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(8 << 20), b""):
             h.update(chunk)
-        fh.seek(0)
-        fields = _dynamic_fields(ELFFile(fh))
+    fields = read_dynamic(path).record_fields()
     return {"path": member, "sha256": h.hexdigest(), "size": path.stat().st_size, **fields, "origin": origin}

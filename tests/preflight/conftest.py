@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 
 import _preflight_builders as B
+from support.tools import require_tool
 
 
 @pytest.fixture(scope="session")
 def natives(tmp_path_factory: pytest.TempPathFactory) -> B.Natives:
-    if not B.have_gcc():
-        pytest.skip("gcc is needed to compile the fixture libraries")
+    require_tool("gcc", "it compiles the fixture libraries")
     return B.build_natives(tmp_path_factory.mktemp("natives"))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,17 +18,13 @@ from pathlib import Path
 import pytest
 
 import _preflight_builders as B
+from support.tools import require_tool
 
 pytestmark = pytest.mark.compile
 
 
 def _auditwheel() -> list[str]:
-    exe = Path(sys.executable).with_name("auditwheel")
-    if exe.exists():
-        return [str(exe)]
-    if shutil.which("auditwheel"):
-        return ["auditwheel"]
-    pytest.skip("auditwheel is not installed (ci/requirements-test.txt installs it)")
+    return [require_tool("auditwheel", "ci/requirements-test.txt installs it")]
 
 
 def _site(python: str) -> str:

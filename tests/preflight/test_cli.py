@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 import _preflight_builders as B
+from support.elf import compile_c
 
 pytestmark = pytest.mark.compile
 
@@ -137,10 +138,10 @@ def test_absolute_rpath_under_a_declared_prefix_passes(natives: B.Natives, targe
 def test_runtime_directory_from_manifest_and_env(natives: B.Natives, target_python: str, tmp_path: Path) -> None:
     """native-sdk: the plugin needs a vendor library found only through the manifest's runtime directory."""
     sdk = tmp_path / "sdk"
-    vendor = B.cc(sdk / "lib" / "libvendor_rt.so.1", "int vendor_count(void){return 1;}\n", soname="libvendor_rt.so.1")
+    vendor = compile_c(sdk / "lib" / "libvendor_rt.so.1", "int vendor_count(void){return 1;}\n", soname="libvendor_rt.so.1")
     (sdk / "version.txt").write_text("release 3.8.1\n")
-    plug = B.cc(tmp_path / "build" / "_C.so", "extern int vendor_count(void);\nint c(void){return vendor_count();}\n",
-                libs=["libvendor_rt.so.1"], libdirs=[vendor.parent])
+    plug = compile_c(tmp_path / "build" / "_C.so", "extern int vendor_count(void);\nint c(void){return vendor_count();}\n",
+                     libs=["libvendor_rt.so.1"], libdirs=[vendor.parent])
     files = {"torch_fl/__init__.py": b"", f"torch_fl/_C.{B.PY_TAG}-x86_64-linux-gnu.so": plug.read_bytes()}
     spec = B.WheelSpec(files, version="2.13.0+vendor3.8.1", manifest_extra={
         "platform": "vendor", "kind": "native-sdk", "directory": None,
@@ -277,7 +278,7 @@ def test_strict_tested_refuses_another_patch_release(host_wheel: Path, natives: 
 def test_old_cxx_abi_torch_is_refused(host_wheel: Path, natives: B.Natives, tmp_path: Path) -> None:
     lib = tmp_path / "oldabi"
     shutil.copytree(natives.torch_lib, lib)
-    B.cc(lib / "libc10.so", "int c10_version(void){return 213;}\n", soname="libc10.so")  # no __cxx11 names
+    compile_c(lib / "libc10.so", "int c10_version(void){return 213;}\n", soname="libc10.so")  # no __cxx11 names
     py = str(B.make_target_env(tmp_path / "env", lib))
     code, doc = _json(["--wheel", str(host_wheel), "--python", py])
     assert code == 1 and "old C++ ABI" in _finding(doc, "host.torch")["message"]

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 import _preflight_builders as B
+from support.elf import compile_c
 from test_auditwheel_agreement import external_agreement
 
 pytestmark = [pytest.mark.cuda_assets, pytest.mark.network, pytest.mark.slow, pytest.mark.compile]
@@ -75,7 +76,7 @@ def driver_stub(wheel: Path, env_213: str, tmp_path_factory: pytest.TempPathFact
     names = sorted({d.split(": ", 1)[1].split("@")[0] for d in _findings(doc)["elf.symbols"]["details"]})
     assert names and all(DRIVER_API.match(n) for n in names), names
     d = tmp_path_factory.mktemp("synthetic-driver")
-    B.cc(d / "libcuda.so.1", "".join(f"int {n}(void){{return 0;}}\n" for n in names), soname="libcuda.so.1")
+    compile_c(d / "libcuda.so.1", "".join(f"int {n}(void){{return 0;}}\n" for n in names), soname="libcuda.so.1")
     return d
 
 

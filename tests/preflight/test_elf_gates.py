@@ -16,6 +16,7 @@ from torch_fl_preflight.payload import ElfMember
 from torch_fl_preflight.report import SubjectReport
 
 import _preflight_builders as B
+from support.elf import compile_c
 
 pytestmark = pytest.mark.compile
 
@@ -42,11 +43,11 @@ def test_rpath_is_inherited_by_dependencies_runpath_is_not(tmp_path: Path, runpa
     glibc searches a loader's DT_RPATH for its dependencies' needs too, but DT_RUNPATH only for
     the object's own needs (ld.so(8)); so libleaf resolves in the first case only."""
     sub = tmp_path / "sub"
-    B.cc(sub / "libleaf.so", "int leaf(void){return 1;}\n", soname="libleaf.so")
-    B.cc(sub / "libmid.so", "extern int leaf(void);\nint mid(void){return leaf();}\n", soname="libmid.so",
-         libs=["libleaf.so"], libdirs=[sub])
-    top = B.cc(tmp_path / "libtop.so", "extern int mid(void);\nint top(void){return mid();}\n", soname="libtop.so",
-               libs=["libmid.so"], libdirs=[sub], rpath=["$ORIGIN/sub"], runpath=runpath)
+    compile_c(sub / "libleaf.so", "int leaf(void){return 1;}\n", soname="libleaf.so")
+    compile_c(sub / "libmid.so", "extern int leaf(void);\nint mid(void){return leaf();}\n", soname="libmid.so",
+              libs=["libleaf.so"], libdirs=[sub])
+    top = compile_c(tmp_path / "libtop.so", "extern int mid(void);\nint top(void){return mid();}\n", soname="libtop.so",
+                    libs=["libmid.so"], libdirs=[sub], rpath=["$ORIGIN/sub"], new_dtags=runpath)
     verdict = _gates([top])
     real = _real_loader_accepts(top)
     assert real is (not runpath)
@@ -55,17 +56,17 @@ def test_rpath_is_inherited_by_dependencies_runpath_is_not(tmp_path: Path, runpa
 
 def test_missing_symbol_matches_the_loader(tmp_path: Path) -> None:
     """A dependency that lost a symbol: RTLD_NOW (ctypes) refuses it, and so does elf.symbols."""
-    B.cc(tmp_path / "libdep.so", "int other(void){return 1;}\n", soname="libdep.so")
-    user = B.cc(tmp_path / "libuser.so", "extern int gone(void);\nint u(void){return gone();}\n",
-                soname="libuser.so", libs=["libdep.so"], libdirs=[tmp_path], rpath=["$ORIGIN"])
+    compile_c(tmp_path / "libdep.so", "int other(void){return 1;}\n", soname="libdep.so")
+    user = compile_c(tmp_path / "libuser.so", "extern int gone(void);\nint u(void){return gone();}\n",
+                     soname="libuser.so", libs=["libdep.so"], libdirs=[tmp_path], rpath=["$ORIGIN"])
     verdict = _gates([user])
     assert verdict["elf.needed"] == "pass" and verdict["elf.symbols"] == "fail"
     assert not _real_loader_accepts(user)
 
 
 def test_weak_undefined_symbols_are_allowed(tmp_path: Path) -> None:
-    lib = B.cc(tmp_path / "libweak.so", "extern int maybe(void) __attribute__((weak));\n"
-               "int w(void){return maybe ? maybe() : 0;}\n", soname="libweak.so")
+    lib = compile_c(tmp_path / "libweak.so", "extern int maybe(void) __attribute__((weak));\n"
+                    "int w(void){return maybe ? maybe() : 0;}\n", soname="libweak.so")
     assert _gates([lib])["elf.symbols"] == "pass"
     assert _real_loader_accepts(lib)
 
@@ -96,10 +97,10 @@ def _bar_linked_at_v1(tmp_path: Path, run_version_script: str) -> Path:
     ($ORIGIN/run) a libx.so built with `run_version_script`."""
     libx = "int foo(void){return 1;}\nint bar(void){return 2;}\n"
     link = tmp_path / "link"
-    B.cc(link / "libx.so", libx, soname="libx.so", version_script="V1 { global: foo; bar; local: *; };\n")
-    B.cc(tmp_path / "run" / "libx.so", libx, soname="libx.so", version_script=run_version_script)
-    return B.cc(tmp_path / "libuser.so", "extern int bar(void);\nint u(void){return bar();}\n", soname="libuser.so",
-                libs=["libx.so"], libdirs=[link], rpath=["$ORIGIN/run"])
+    compile_c(link / "libx.so", libx, soname="libx.so", version_script="V1 { global: foo; bar; local: *; };\n")
+    compile_c(tmp_path / "run" / "libx.so", libx, soname="libx.so", version_script=run_version_script)
+    return compile_c(tmp_path / "libuser.so", "extern int bar(void);\nint u(void){return bar();}\n", soname="libuser.so",
+                     libs=["libx.so"], libdirs=[link], rpath=["$ORIGIN/run"])
 
 
 def test_versioned_reference_binds_to_the_base_version(tmp_path: Path) -> None:

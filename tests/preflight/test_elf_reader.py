@@ -14,6 +14,7 @@ from torch_fl_preflight.elf_reader import ElfCapture, FileSource, NotCaptured, S
 from torch_fl_preflight.errors import ElfError
 
 import _preflight_builders as B
+from support.elf import compile_c
 
 pytestmark = pytest.mark.compile
 
@@ -86,7 +87,7 @@ def test_symbol_versions_bind_like_the_loader() -> None:
 
 
 def test_rpath_and_runpath_are_told_apart(natives: B.Natives, tmp_path: Path) -> None:
-    rp = B.cc(tmp_path / "librp.so", "int x(void){return 1;}\n", rpath=["$ORIGIN/a", "/opt/b"], runpath=False)
+    rp = compile_c(tmp_path / "librp.so", "int x(void){return 1;}\n", rpath=["$ORIGIN/a", "/opt/b"], new_dtags=False)
     info = read_elf_file(str(rp))
     assert info.rpath == ("$ORIGIN/a", "/opt/b") and info.runpath == ()
     assert read_elf_file(str(natives.runtime)).runpath == ("$ORIGIN",)
@@ -95,8 +96,8 @@ def test_rpath_and_runpath_are_told_apart(natives: B.Natives, tmp_path: Path) ->
 def test_capture_keeps_only_what_the_loader_reads(tmp_path: Path) -> None:
     """A library with 4 MB of data between its tables and .dynamic: one streamed pass keeps the
     first segment and the dynamic segment, a small fraction of the file."""
-    big = B.cc(tmp_path / "libbig.so", "static const char pad[4<<20] = {1};\n"
-               "const char *p(void){return pad;}\nint q(void){return 2;}\n", soname="libbig.so")
+    big = compile_c(tmp_path / "libbig.so", "static const char pad[4<<20] = {1};\n"
+                    "const char *p(void){return pad;}\nint q(void){return 2;}\n", soname="libbig.so")
     data = big.read_bytes()
     cap = ElfCapture("libbig.so", len(data))
     for i in range(0, len(data), 65536):

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 import _preflight_builders as B
+from support.paths import REPO
 
 pytestmark = [pytest.mark.wheel, pytest.mark.slow, pytest.mark.compile]
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

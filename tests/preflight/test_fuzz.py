@@ -17,6 +17,7 @@ from torch_fl_preflight.errors import ElfError, ManifestError
 from torch_fl_preflight.schema import parse_manifest
 
 import _preflight_builders as B
+from support.elf import compile_c
 
 pytestmark = pytest.mark.fuzz
 
@@ -40,11 +41,9 @@ def _parse(data: bytes) -> None:
 
 @pytest.fixture(scope="module")
 def seed_elf(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    if not B.have_gcc():
-        pytest.skip("gcc needed for the seed library")
     d = tmp_path_factory.mktemp("fuzzseed")
-    return B.cc(d / "libseed.so", "extern int dep(void);\nint f(void){return dep();}\n", soname="libseed.so",
-                rpath=["$ORIGIN"]).read_bytes()
+    return compile_c(d / "libseed.so", "extern int dep(void);\nint f(void){return dep();}\n", soname="libseed.so",
+                     rpath=["$ORIGIN"]).read_bytes()
 
 
 @FUZZ

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
 
 from torch_fl_preflight.report import Finding, Status, SubjectReport, _readable_symbols, exit_code, to_text
+
+from support.tools import require_tool
 
 
 def test_grouped_by_outcome_then_one_summary_line() -> None:
@@ -30,8 +29,8 @@ def test_details_are_capped_in_text() -> None:
     assert "a.so: s9" in text and "a.so: s10" not in text and "and 15 more" in text
 
 
-@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt (binutils) not installed")
 def test_cxx_names_are_demangled_for_people() -> None:
+    require_tool("c++filt", "binutils")
     out = _readable_symbols(("lib.so: _ZN2at6native8choleskyERKNS_6TensorEb", "lib.so: cuInit"))
     assert out[0] == ("lib.so: at::native::cholesky(at::Tensor const&, bool)  "
                       "[_ZN2at6native8choleskyERKNS_6TensorEb]")
