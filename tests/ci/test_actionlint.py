@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from publish_support import REPO
+from support.paths import REPO
 
 
 def find_actionlint() -> str | None:

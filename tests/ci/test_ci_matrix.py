@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import tomllib
-from publish_support import REPO
+from support.paths import REPO
 
 GENERATE = REPO / "ci" / "generate-matrix"
 

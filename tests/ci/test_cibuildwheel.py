@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from publish_support import REPO
+from support.paths import REPO
 
 CONFIG = REPO / "ci" / "cibuildwheel.toml"
 pytest.importorskip("cibuildwheel", reason="cibuildwheel is not installed (ci/requirements-test.txt lists it)")

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from publish_support import REPO, PyPIServer, make_wheel, publish_env
+from support.paths import REPO
+from support.publish import PyPIServer, make_wheel, publish_env
 
 
 def release_venv(tmp_path: Path) -> Path:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from publish_support import REPO
+from support.paths import REPO
 
 TABLE = REPO / "ci" / "release-table"
 

@@ -9,16 +9,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from publish_support import (
-    PUBLISH_SRC,
-    Fault,
-    PyPIServer,
-    fault_proxy,
-    make_wheel,
-    publish_env,
-    run_publish,
-    sha256_file,
-)
+from fault_proxy import Fault, fault_proxy
+from support.publish import PUBLISH_SRC, PyPIServer, make_wheel, publish_env, run_publish, sha256_file
 
 SCHEMA = json.loads((PUBLISH_SRC / "torch_fl_publish" / "result.schema.json").read_text())
 

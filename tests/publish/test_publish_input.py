@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from publish_support import make_wheel, publish_env, run_publish
+from support.publish import make_wheel, publish_env, run_publish
 
 URL = "http://127.0.0.1:9/"  # discard port: nothing may be sent anyway
 

@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from publish_support import PUBLISH_SRC
+from support.publish import PUBLISH_SRC, make_wheel
 
 sys.path.insert(0, str(PUBLISH_SRC))  # when torch-fl-publish is not installed
-from publish_support import make_wheel
 from torch_fl_publish import credentials, index, publish, release, upload, wheels
 
 BASE = "https://idx.example/simple/torch-fl/"

@@ -13,7 +13,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from publish_support import REPO, PyPIServer, make_wheel, publish_env, run_publish
+from support.paths import REPO
+from support.publish import PyPIServer, make_wheel, publish_env, run_publish
 
 FAKE_PREFLIGHT = """\
 #!{python}

@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from publish_support import PyPIServer, fault_proxy, publish_env, run_publish, sha256_file
+from fault_proxy import fault_proxy
+from support.publish import PyPIServer, publish_env, run_publish, sha256_file
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl (to make a test certificate) is not installed")
 
