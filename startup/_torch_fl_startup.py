@@ -3,21 +3,19 @@
 The torch_fl wheel installs this module and ``torch_fl_startup.pth`` at the root
 of site-packages; the interpreter's ``site`` module runs the ``.pth`` at start-up
 (also in multiprocessing children and subprocesses), which imports this module.
-It must cost next to nothing there (issue 5: at most 1 ms on ``python -c pass``),
-so it only puts a finder at the front of ``sys.meta_path`` that answers no
-lookup and does no work until ``torch`` itself is looked up.  Then it runs
-``torch_fl/_bootstrap.py`` (loaded by path: ``torch_fl/__init__.py`` imports
-torch, which is exactly what must not happen yet) and, for the bundle kinds
-that need it, hands back the spec torch is to be imported from.
+It must cost next to nothing there (at most 1 ms on ``python -c pass``:
+``benchmarks/import_cost.py``), so it only puts a finder at the front of
+``sys.meta_path`` that answers no lookup and does no work until ``torch`` itself
+is looked up.  Then it imports the bootstrap (the ``torch_fl_bootstrap``
+package, installed beside it by the same wheel) and, for the bundle kinds that
+need it, hands back the spec torch is to be imported from.
 
-It lives outside the ``torch_fl`` package for the same reason.
-``FLAGOS_NO_STARTUP_HOOK=1`` turns it off.
+It lives outside the ``torch_fl`` package, like the bootstrap, because
+``torch_fl/__init__.py`` imports torch.  ``FLAGOS_NO_STARTUP_HOOK=1`` turns it off.
 """
 
 import os
 import sys
-
-_BOOTSTRAP = "torch_fl._bootstrap"
 
 
 class TorchImportHook:
@@ -35,28 +33,14 @@ class TorchImportHook:
         pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_fl")
         if not os.path.isfile(os.path.join(pkg, "compatibility.json")):
             return None  # a development build: nothing to prepare
-        return _bootstrap(pkg).on_torch_import(pkg)
+        try:
+            import torch_fl_bootstrap
+        except ImportError:
+            return None  # a damaged installation: `import torch_fl` imports it too and says what is missing
+        return torch_fl_bootstrap.on_torch_import(pkg)
 
     def invalidate_caches(self):
         pass
-
-
-def _bootstrap(pkg):
-    module = sys.modules.get(_BOOTSTRAP)
-    if module is None:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location(_BOOTSTRAP, os.path.join(pkg, "_bootstrap.py"))
-        module = importlib.util.module_from_spec(spec)
-        # Registered under its package name, so that `import torch_fl` later finds
-        # this instance and what it already did.
-        sys.modules[_BOOTSTRAP] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[_BOOTSTRAP]
-            raise
-    return module
 
 
 _hook = None

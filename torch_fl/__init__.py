@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import os
 
-# -- bootstrap (issue 5): before anything imports torch, prepare the process for this wheel's
-# bundle kind (torch_fl/_bootstrap.py); an ImportError from here names what is missing and the fix.
-from torch_fl import _bootstrap
+# -- bootstrap: before anything imports torch, make sure this is a built torch_fl (not a source
+# tree) and prepare the process for this wheel's bundle kind (the torch_fl_bootstrap package, which
+# the startup hook may have run already); an ImportError from here names what is missing and the fix.
+from torch_fl import _source_tree
 
-_bootstrap.ensure(os.path.dirname(os.path.abspath(__file__)))
+_source_tree.check(os.path.dirname(os.path.abspath(__file__)))
+
+import torch_fl_bootstrap  # noqa: E402
+
+torch_fl_bootstrap.ensure(os.path.dirname(os.path.abspath(__file__)))
 # -- end bootstrap
 
 from torch_fl import _env  # noqa: E402

@@ -1,13 +1,12 @@
-"""What the bootstrap tests share besides fixtures (conftest.py): the source tree, the
-bootstrap module loaded from it, a venv with one torch_fl wheel, the installed
-torch's file hashes.  A module of its own name: test modules import from it,
-never from conftest, which pytest may have bound to another folder's conftest.
+"""What the bootstrap tests share besides fixtures (conftest.py): the bootstrap package imported
+from the source tree, a venv with one torch_fl wheel, the installed torch's file hashes.  A module
+of its own name: test modules import from it, never from conftest, which pytest may have bound to
+another folder's conftest.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,20 +16,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[2]
+from support.paths import REPO
+
+__all__ = ["REPO", "Venv", "load_bootstrap", "site_packages", "torch_tree_hashes"]
+
+#: Where the bootstrap package's source lives (the wheel installs it at the top level).
+BOOTSTRAP_SOURCE = REPO / "startup"
 
 
 def load_bootstrap() -> ModuleType:
-    """torch_fl/_bootstrap.py from the source tree, without importing torch_fl (whose __init__ imports torch)."""
-    name = "_bootstrap_under_test"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "torch_fl" / "_bootstrap.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The ``torch_fl_bootstrap`` package of the source tree, imported normally (it never imports torch).
+
+    The source tree's copy, not the one the test environment has installed with
+    torch_fl: the tests are about the code in this checkout.
+    """
+    if str(BOOTSTRAP_SOURCE) not in sys.path:
+        sys.path.insert(0, str(BOOTSTRAP_SOURCE))
+    imported = sys.modules.get("torch_fl_bootstrap")
+    if imported is not None and not str(imported.__file__).startswith(str(BOOTSTRAP_SOURCE)):
+        # An `import torch` earlier in this session autoloaded the installed torch_fl, and with it
+        # the installed bootstrap: set that copy aside, it has done its work in this process.
+        for name in [n for n in sys.modules if n == "torch_fl_bootstrap" or n.startswith("torch_fl_bootstrap.")]:
+            del sys.modules[name]
+    import torch_fl_bootstrap
+
+    return torch_fl_bootstrap
 
 
 def torch_tree_hashes(site: Path) -> dict[str, str]:

@@ -1,8 +1,9 @@
-"""torch_fl/_bootstrap.py on synthetic installations: the view, its key and cache rules, ordering, messages.
+"""The torch_fl_bootstrap package on synthetic installations: the view, its key and cache rules, ordering,
+messages.
 
-The module is loaded from the source tree by path (torch_fl/__init__.py would
-import torch); the "installed torch" here is a directory tree that looks like
-one, enough for the parts that never load a library.
+The package is imported from the source tree (it never imports torch); the
+"installed torch" here is a directory tree that looks like one, enough for the
+parts that never load a library.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ from pathlib import Path
 
 import pytest
 from bootstrap_support import load_bootstrap
+from support.tools import require_tool
 
 bootstrap = load_bootstrap()
+from torch_fl_bootstrap import cuda_assets, forked_libtorch, native_sdk  # noqa: E402
+from torch_fl_bootstrap.manifest import Library, Manifest, from_document  # noqa: E402
+from torch_fl_bootstrap.manifest import load as load_manifest  # noqa: E402
+
 BootstrapError = bootstrap.BootstrapError
 
 
@@ -63,7 +69,7 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def _view(pkg: Path) -> Path:
-    return Path(bootstrap.view_of_torch(str(pkg), bootstrap.load_manifest(str(pkg))))
+    return Path(forked_libtorch.view_of_torch(str(pkg), load_manifest(str(pkg))))
 
 
 def test_the_view_is_the_installed_torch_with_the_bundled_core_libraries(install) -> None:
@@ -145,11 +151,11 @@ def test_a_damaged_manifest_is_named(install) -> None:
     pkg = install()
     (pkg / "compatibility.json").write_text("{not json")
     with pytest.raises(BootstrapError, match="compatibility.json is damaged"):
-        bootstrap.load_manifest(str(pkg))
+        load_manifest(str(pkg))
 
 
 def test_no_manifest_is_a_development_build(tmp_path: Path) -> None:
-    assert bootstrap.load_manifest(str(tmp_path)) is None
+    assert load_manifest(str(tmp_path)) is None
     bootstrap.ensure(str(tmp_path))  # nothing to do, nothing raised
 
 
@@ -162,36 +168,39 @@ def test_the_hook_never_raises_and_import_torch_fl_reports_why(install) -> None:
 
 
 def test_load_order_puts_dependencies_first() -> None:
-    recs = [{"path": f"d/{n}", "soname": n, "needed": needs} for n, needs in [
+    recs = [Library(f"d/{n}", n, tuple(needs), "bundled") for n, needs in [
         ("libtorch_cuda.so", ["libc10_cuda.so", "libcudart.so.13", "libtorch_cpu.so"]),
         ("libtorch_cuda_linalg.so", ["libtorch_cuda.so"]),
         ("libc10_cuda.so", ["libc10.so"]),
         ("libcaffe2_nvrtc.so", ["libnvrtc.so.13"]),
     ]]
-    order = [r["soname"] for r in bootstrap.load_order(recs)]
+    order = [r.soname for r in cuda_assets.load_order(recs)]
     assert order.index("libc10_cuda.so") < order.index("libtorch_cuda.so") < order.index("libtorch_cuda_linalg.so")
-    assert sorted(order) == sorted(r["soname"] for r in recs)
-    cyclic = [{"path": "a", "soname": "a", "needed": ["b"]}, {"path": "b", "soname": "b", "needed": ["a"]}]
-    assert [r["soname"] for r in bootstrap.load_order(cyclic)] == ["b", "a"]
+    assert sorted(order) == sorted(r.soname for r in recs)
+    cyclic = [Library("a", "a", ("b",), "bundled"), Library("b", "b", ("a",), "bundled")]
+    assert [r.soname for r in cuda_assets.load_order(cyclic)] == ["b", "a"]
 
 
 def test_a_missing_dependency_is_read_from_the_loader_message() -> None:
     msg = "libnvJitLink.so.13: cannot open shared object file: No such file or directory"
-    assert bootstrap._missing_dependency(msg) == "libnvJitLink.so.13"
-    assert bootstrap._missing_dependency("/x/libfoo.so: undefined symbol: bar") is None
+    assert cuda_assets.missing_dependency(msg) == "libnvJitLink.so.13"
+    assert cuda_assets.missing_dependency("/x/libfoo.so: undefined symbol: bar") is None
 
 
-def _native(tmp_path: Path) -> dict:
-    return _manifest(kind="native-sdk", directory=None, platform="ascend",
-                     sdk={"name": "cann", "root": {"env": "ASCEND_TOOLKIT_HOME", "default": "/opt/flagos-absent"}},
-                     runtime={"directories": [{"path": "/opt/flagos-absent/lib64", "env": "ASCEND_TOOLKIT_HOME",
-                                               "libraries": ["libascendcl.so"]}]})
+def _native(tmp_path: Path) -> Manifest:
+    doc = _manifest(kind="native-sdk", directory=None, platform="ascend",
+                    sdk={"name": "cann", "root": {"env": "ASCEND_TOOLKIT_HOME", "default": "/opt/flagos-absent"}},
+                    runtime={"directories": [{"path": "/opt/flagos-absent/lib64", "env": "ASCEND_TOOLKIT_HOME",
+                                              "libraries": ["libascendcl.so"]}]})
+    return from_document(str(tmp_path / "compatibility.json"), doc)
 
 
 def test_native_sdk_runtime_directories_move_with_their_variable(tmp_path: Path) -> None:
     m = _native(tmp_path)
-    assert bootstrap.runtime_directories(m, {}) == [("/opt/flagos-absent/lib64", m["runtime"]["directories"][0])]
-    moved = bootstrap.runtime_directories(m, {"ASCEND_TOOLKIT_HOME": str(tmp_path / "cann")})
+    (rd,) = m.runtime_directories
+    assert (rd.path, rd.env, rd.libraries) == ("/opt/flagos-absent/lib64", "ASCEND_TOOLKIT_HOME", ("libascendcl.so",))
+    assert native_sdk.runtime_directories(m, {}) == [("/opt/flagos-absent/lib64", rd)]
+    moved = native_sdk.runtime_directories(m, {"ASCEND_TOOLKIT_HOME": str(tmp_path / "cann")})
     assert moved[0][0] == str(tmp_path / "cann" / "lib64")
 
 
@@ -200,7 +209,7 @@ def test_native_sdk_failures_name_the_directory_the_library_and_the_variable(
     m = _native(tmp_path)
     monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
     with pytest.raises(BootstrapError) as err:
-        bootstrap._check_native_sdk(m)
+        native_sdk.check(m)
     assert str(err.value) == ("torch_fl (ascend) needs the vendor runtime directory /opt/flagos-absent/lib64, which "
                               "does not exist; install the cann runtime, or set ASCEND_TOOLKIT_HOME to the prefix "
                               "where the cann runtime is installed")
@@ -209,7 +218,7 @@ def test_native_sdk_failures_name_the_directory_the_library_and_the_variable(
     with pytest.raises(BootstrapError, match=rf"needs libascendcl.so in the vendor runtime directory "
                                              rf"{tmp_path}/cann/lib64, which does not have it; .* set "
                                              rf"ASCEND_TOOLKIT_HOME"):
-        bootstrap._check_native_sdk(m)
+        native_sdk.check(m)
 
 
 def test_the_key_does_not_read_whole_libraries(install, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,18 +255,15 @@ def test_entries_of_a_torch_that_is_gone_are_pruned_when_a_view_is_built(install
 def test_native_sdk_with_the_prefix_moved_loads_the_runtime_from_there(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The plugin's RPATH names the default prefix; loaded first from the moved one, the runtime wins by SONAME."""
-    import shutil
     import subprocess
 
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("needs a C compiler")
+    cc = require_tool("gcc", "a C compiler")
     lib = tmp_path / "cann" / "lib64" / "libascendcl.so"
     lib.parent.mkdir(parents=True)
     src = tmp_path / "acl.c"
     src.write_text("int aclInit(const char *config) { (void)config; return 0; }\n")
     subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libascendcl.so", "-o", str(lib), str(src)], check=True)
     monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(tmp_path / "cann"))
-    bootstrap._check_native_sdk(_native(tmp_path))
+    native_sdk.check(_native(tmp_path))
     with open("/proc/self/maps") as f:
         assert str(lib) in f.read()

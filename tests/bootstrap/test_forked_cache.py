@@ -117,6 +117,47 @@ def test_a_group_writable_cache_directory_is_refused(forked: Venv, tmp_path: Pat
     assert not _views(cache).exists()
 
 
+def _open_folder_of_another_user(tmp_path: Path) -> Path:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to hand a directory to another user")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 65534, 65534)
+    shared.chmod(0o777)
+    return shared
+
+
+def test_the_default_cache_under_another_users_open_folder_is_not_used(forked: Venv, tmp_path: Path) -> None:
+    """XDG_CACHE_HOME in a folder nobody owns and everyone writes: whoever writes it could swap the view."""
+    shared = _open_folder_of_another_user(tmp_path)
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir(mode=0o700)
+    env = forked.env(XDG_CACHE_HOME=str(shared), TMPDIR=str(private_tmp))
+    del env["FLAGOS_CACHE_DIR"]
+    proc = forked.run(_REPORT, env=env)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    fallback = private_tmp / f"torch_fl-{os.geteuid()}"
+    assert result["torch_file"].startswith(str(fallback / "torch-views") + "/"), result["torch_file"]
+    assert result["c10"] == [_vendor_c10(forked)] and result["sum"] == 12.0
+    warning = [line for line in proc.stderr.splitlines() if "torch_fl does not use the cache directory" in line]
+    assert warning == [f"torch_fl:0: BootstrapWarning: torch_fl does not use the cache directory {shared}/torch_fl: "
+                       f"{shared} is owned by uid 65534, neither you (uid 0) nor root, so someone else could put "
+                       f"their own torch in its place; using {fallback} instead (set FLAGOS_CACHE_DIR to a directory "
+                       f"that only you can write, below folders that only you or root can write to choose another)"]
+    assert not list(shared.iterdir())
+
+
+def test_an_explicit_cache_under_another_users_open_folder_is_refused(forked: Venv, tmp_path: Path) -> None:
+    shared = _open_folder_of_another_user(tmp_path)
+    proc = forked.run("import torch_fl", check=False, env=forked.env(FLAGOS_CACHE_DIR=str(shared / "cache")))
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"torch_fl_bootstrap.errors.BootstrapError: torch_fl refuses its cache directory "
+                           f"{shared}/cache: {shared} is owned by uid 65534"), last
+    assert "set FLAGOS_CACHE_DIR to a directory that only you can write" in last
+    assert not list(shared.iterdir())
+
+
 def test_read_only_site_packages_works(forked: Venv, tmp_path: Path) -> None:
     if os.geteuid() != 0 or not shutil.which("unshare") or \
             subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:

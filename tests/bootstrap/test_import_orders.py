@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,8 +59,13 @@ def test_the_wheel_installs_the_startup_hook_at_its_root(forked: Venv, host: Ven
             names = set(zf.namelist())
             record = next(n for n in names if n.endswith(".dist-info/RECORD"))
             listed = {row[0] for row in csv.reader(zf.read(record).decode().splitlines()) if row}
-        for member in ("torch_fl_startup.pth", "_torch_fl_startup.py", "torch_fl/_bootstrap.py"):
+        bootstrap = {"__init__", "errors", "manifest", "installed_torch", "cache", "forked_libtorch", "cuda_assets",
+                     "native_sdk", "after_torch"}
+        for member in ("torch_fl_startup.pth", "_torch_fl_startup.py",
+                       *(f"torch_fl_bootstrap/{name}.py" for name in sorted(bootstrap))):
             assert member in names and member in listed, member
+        assert not [n for n in names if n.startswith("torch_fl_bootstrap/") and n.endswith(".py")
+                    and n[len("torch_fl_bootstrap/"):-3] not in bootstrap], "a bootstrap module this test does not know"
         assert (venv.site / "torch_fl_startup.pth").is_file()
 
 
@@ -77,6 +83,27 @@ def test_the_hook_does_no_work_until_torch_is_imported(forked: Venv) -> None:
     assert "TorchImportHook" not in off.stdout
 
 
+@pytest.mark.parametrize(("kind", "modules"), [
+    ("host", ["torch_fl_bootstrap", "torch_fl_bootstrap.errors", "torch_fl_bootstrap.manifest"]),
+    # after_torch: torch's autoload imports torch_fl while torch is importing, which then checks the maps.
+    ("host-forked", ["torch_fl_bootstrap", "torch_fl_bootstrap.after_torch", "torch_fl_bootstrap.cache",
+                     "torch_fl_bootstrap.errors",
+                     "torch_fl_bootstrap.forked_libtorch", "torch_fl_bootstrap.installed_torch",
+                     "torch_fl_bootstrap.manifest"]),
+])
+def test_only_the_bundle_kind_in_use_is_imported(make_venv: Callable[[str], Venv], kind: str,
+                                                 modules: list[str]) -> None:
+    venv = make_venv(kind)
+    proc = venv.run("""
+        import sys, torch
+        print(" ".join(sorted(m for m in sys.modules if m.startswith("torch_fl_bootstrap"))))
+        print(sys.modules["torch_fl_bootstrap"].__file__)
+    """)
+    imported, where = proc.stdout.split("\n")[:2]
+    assert imported.split() == modules
+    assert where == str(venv.site / "torch_fl_bootstrap" / "__init__.py")
+
+
 def test_forked_without_the_hook_import_torch_fl_first_still_works(forked: Venv, tmp_path: Path) -> None:
     result = run(forked, "torch_fl then torch", tmp_path, FLAGOS_NO_STARTUP_HOOK="1")
     assert_forked_maps(forked, result["maps"])
@@ -87,7 +114,7 @@ def test_forked_python_S_with_torch_first_is_an_import_error_naming_the_fix(fork
     proc = forked.run(code, check=False, python_args=("-S",), env=forked.env(TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("torch_fl._bootstrap.BootstrapError: torch_fl (forked-libtorch) must prepare"), last
+    assert last.startswith("torch_fl_bootstrap.errors.BootstrapError: torch_fl (forked-libtorch) must prepare"), last
     assert "python -S" in last and "Import torch_fl before torch" in last
     # ...and in that interpreter, importing torch_fl first works.
     first = f"import sys; sys.path.append({str(forked.site)!r}); import torch_fl, torch; print(torch.__file__)"
