@@ -26,7 +26,7 @@ def test_registry_knows_every_variable_the_project_reads() -> None:
     repo = Path(__file__).resolve().parents[2]
     sources = [Path(torch_fl.__file__).parent.rglob("*.py"), repo.glob("CMakeLists.txt"), repo.glob("csrc/**/*.cpp"),
                repo.glob("ci/**/*"), repo.glob("packaging/src/**/*.py"), repo.glob("preflight/src/**/*.py"),
-               repo.glob("startup/*")]
+               repo.glob("startup/**/*")]
     read: set[str] = set()
     for group in sources:
         for path in group:
