@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -14,16 +13,23 @@ from torch_fl_preflight.errors import ManifestError
 from torch_fl_preflight.schema import load_schema, parse_manifest
 
 import _preflight_builders as B
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
+
+def test_the_schema_exists_once_in_preflight() -> None:
+    packaged = REPO / "preflight/src/torch_fl_preflight/compatibility.schema.json"
+    link = REPO / "manifests" / "compatibility.schema.json"
+    # manifests/ names the contract, but only points at preflight's copy: there is no second file to drift.
+    assert link.is_symlink() and link.resolve() == packaged.resolve()
+    assert not packaged.is_symlink()
+    # and the installed distribution ships that file
+    assert load_schema() == json.loads(packaged.read_text())
 
 
-def test_packaged_schema_is_the_manifests_copy() -> None:
-    source = json.loads((REPO / "manifests" / "compatibility.schema.json").read_text())
-    in_tree = json.loads((REPO / "preflight/src/torch_fl_preflight/compatibility.schema.json").read_text())
-    assert source == in_tree, "copy manifests/compatibility.schema.json into preflight/src/torch_fl_preflight/"
-    # and the installed distribution ships the same thing
-    assert load_schema() == source
+def test_packaging_validates_with_preflights_schema() -> None:
+    from torch_fl_packaging import manifest
+
+    assert manifest.load_schema() is load_schema()
 
 
 def test_schema_is_a_valid_draft_2020_12_schema() -> None:
@@ -84,6 +90,15 @@ def test_schema_violations_are_unusable_input(path: tuple[Any, ...], value: Any)
         target = target[key]
     target[path[-1]] = value
     with pytest.raises(ManifestError):
+        _parse(doc)
+
+
+def test_system_libraries_are_sonames() -> None:
+    doc = _good()
+    doc["runtime"]["system_libraries"] = ["libcuda.so.1"]
+    assert _parse(doc)["runtime"]["system_libraries"] == ["libcuda.so.1"]
+    doc["runtime"]["system_libraries"] = ["/usr/lib/libcuda.so.1"]
+    with pytest.raises(ManifestError, match="system_libraries"):
         _parse(doc)
 
 

@@ -79,3 +79,9 @@ class WheelWriteError(PipelineError):
 
 class VerifyError(PipelineError):
     """The final wheel failed verification."""
+
+
+class TargetError(PipelineError):
+    """The target verify proves the wheel against cannot be made (its requirements cannot be had)."""
+
+    exit_code = EXIT_BAD_INPUT

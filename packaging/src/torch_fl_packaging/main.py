@@ -46,11 +46,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--from-wheel", type=Path, help="skip the build stage and start from this built torch_fl wheel")
     p.add_argument("--compress-level", type=int, default=6, help="deflate level of the final wheel, 0-9 (default 6)")
     p.add_argument("--jobs", type=int, default=None, help="compression threads (default: CPU count)")
-    p.add_argument("--preflight", choices=("auto", "off", "require"), default="auto",
-                   help="run torch-fl-preflight --release on the result: when installed (auto), never, or always")
+    p.add_argument("--preflight", choices=("on", "off"), default="on",
+                   help="verify: torch-fl-preflight --release against the target (on), or the wheel alone (off)")
     p.add_argument("--target-python", type=Path,
                    help="interpreter of the environment preflight proves the wheel against (default: this one); "
-                        "for cuda, one with the wheel's nvidia requirements installed")
+                        "for cuda-assets, verify adds the wheel's unmet requirements to it with pip")
+    p.add_argument("--index-url", metavar="URL",
+                   help="index verify downloads the wheel's requirements from (cuda-assets; default: the recipe's "
+                        "vendor_torch index), into ${XDG_CACHE_HOME:-~/.cache}/torch_fl/requirements once")
+    p.add_argument("--find-links", metavar="DIR|URL", action="append", default=[],
+                   help="wheels of the wheel's requirements (repeatable); without --index-url nothing is downloaded")
     p.add_argument("--keep-work", action="store_true", help="keep the temporary work directory")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document on stdout")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -80,7 +85,16 @@ def _print_summary(summary: dict[str, Any]) -> None:
         table.add_row("bundled", f"{item['path']}  <- {item.get('source') or 'built'}")
     for item in summary["grafted"]:
         table.add_row("grafted", f"{item['path']}  <- {item['source']}")
-    table.add_row("verify", summary["verify"]["preflight"])
+    v = summary["verify"]
+    checks = v.get("checks") or {}
+    table.add_row("verify", f"preflight {v['preflight']}"
+                  + (f" ({checks.get('pass', 0)} passed, {checks.get('warn', 0)} warned)" if checks else ""))
+    if v.get("target"):
+        t = v["target"]
+        table.add_row("target", f"{t['python']} + {len(t['installed'])} requirement(s) by pip; "
+                      f"cache {t['cache']} ({t['cache_bytes'] / 2**30:.2f} GiB)")
+    if v.get("host_requirements"):
+        table.add_row("host needs", ", ".join(v["host_requirements"]) + " (the target's own; not on this runner)")
     table.add_row("time", "  ".join(f"{k} {v:.1f}s" for k, v in summary["timings"].items()))
     console.print(table)
 
@@ -93,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         sdk_root=args.sdk_root, sdk_version=args.sdk_version, vendor_torch=args.vendor_torch,
         from_wheel=args.from_wheel, compress_level=args.compress_level, jobs=args.jobs,
         preflight=args.preflight, keep_work=args.keep_work, target_python=args.target_python,
+        index_url=args.index_url, find_links=tuple(args.find_links),
     )
     # Progress and stage lines go to stderr in both modes; stdout carries only the summary.
     reporter = Reporter(enabled=True)

@@ -2,8 +2,8 @@
 
 What was built and what is needed, never a guess: an unknown value is an absent
 key.  The file is validated with jsonschema against
-``manifests/compatibility.schema.json`` before the wheel is written; an invalid
-manifest stops the build.
+preflight's schema (``torch_fl_preflight.schema``, the one copy) before the wheel
+is written; an invalid manifest stops the build.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 from packaging.requirements import Requirement
+from torch_fl_preflight import schema as preflight_schema
 
 from .bundle import Origin, Staged
 from .configure import Config
@@ -23,11 +23,9 @@ from .elf_read import ElfInfo, is_elf, read_elf, version_floor
 from .errors import ManifestError
 from .repair import Repaired
 
-__all__ = ["MANIFEST_PATH", "SCHEMA_PATH", "build_manifest", "load_schema", "sha256_file",
-           "validate_manifest", "write_manifest"]
+__all__ = ["MANIFEST_PATH", "build_manifest", "load_schema", "sha256_file", "validate_manifest", "write_manifest"]
 
 MANIFEST_PATH = "torch_fl/compatibility.json"
-SCHEMA_PATH = "manifests/compatibility.schema.json"
 
 
 def sha256_file(path: Path) -> str:
@@ -38,20 +36,13 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_schema(source_dir: Path) -> dict[str, Any]:
-    path = source_dir / SCHEMA_PATH
-    try:
-        schema: dict[str, Any] = json.loads(path.read_text())
-    except OSError:
-        raise ManifestError("the manifest schema is missing", path, f"restore {SCHEMA_PATH}") from None
-    except json.JSONDecodeError as exc:
-        raise ManifestError("the manifest schema is not JSON", exc, f"fix {SCHEMA_PATH}") from None
-    return schema
+def load_schema() -> dict[str, Any]:
+    """The manifest schema, as the installed torch-fl-preflight ships it (the one copy)."""
+    return preflight_schema.load_schema()
 
 
-def validate_manifest(manifest: dict[str, Any], schema: dict[str, Any]) -> None:
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(manifest), key=lambda e: list(e.absolute_path))
+def validate_manifest(manifest: dict[str, Any]) -> None:
+    errors = sorted(preflight_schema.validator().iter_errors(manifest), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
         where = "/".join(str(p) for p in err.absolute_path) or "(root)"
@@ -140,6 +131,8 @@ def build_manifest(config: Config, staged: Staged, repaired: Repaired, filename:
     ]}
     if recipe.prefixes:
         runtime["prefixes"] = list(recipe.prefixes)
+    if recipe.system_libraries:
+        runtime["system_libraries"] = list(recipe.system_libraries)
     manifest["runtime"] = runtime
     if recipe.stand_in:
         manifest["x-stand-in"] = True
@@ -154,7 +147,7 @@ def build_manifest(config: Config, staged: Staged, repaired: Repaired, filename:
 
 def write_manifest(config: Config, staged: Staged, repaired: Repaired, filename: str) -> dict[str, Any]:
     manifest = build_manifest(config, staged, repaired, filename)
-    validate_manifest(manifest, load_schema(config.source_dir))
+    validate_manifest(manifest)
     target = staged.root / MANIFEST_PATH
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(manifest, indent=2) + "\n")

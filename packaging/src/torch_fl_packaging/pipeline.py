@@ -21,8 +21,8 @@ from .build import BuiltWheel, build
 from .bundle import Staged, bundle
 from .configure import Config, configure
 from .elf_patch import ElfPatcher
-from .errors import BuildError, ConfigureError, WheelWriteError
-from .manifest import SCHEMA_PATH, sha256_file, write_manifest
+from .errors import BuildError, WheelWriteError
+from .manifest import sha256_file, write_manifest
 from .repair import Repaired, repair
 from .verify import verify
 from .wheelfile import write_wheel
@@ -41,9 +41,11 @@ class Options:
     from_wheel: Path | None = None
     compress_level: int = 6
     jobs: int | None = None
-    preflight: str = "auto"
+    preflight: str = "on"
     keep_work: bool = False
     target_python: Path | None = None
+    index_url: str | None = None
+    find_links: tuple[str, ...] = ()
 
 
 class Reporter:
@@ -160,9 +162,6 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
             vendor_torch=options.vendor_torch, from_wheel=options.from_wheel,
             compress_level=options.compress_level, target_python=options.target_python,
         )
-        if not (config.source_dir / SCHEMA_PATH).is_file():
-            raise ConfigureError("the manifest schema is missing", config.source_dir / SCHEMA_PATH,
-                                 "run from a complete torch_fl checkout")
     work = Path(tempfile.mkdtemp(prefix=f"torch-fl-build-{config.recipe.platform}-"))
     keep = options.keep_work
     try:
@@ -170,7 +169,8 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
             built = build(config, work, log=reporter.status)
         staged, repaired, manifest, final = assemble(config, built, work, reporter, jobs=options.jobs)
         with reporter.stage("verify"):
-            verified = verify(config, final, preflight=options.preflight)
+            verified = verify(config, final, work, preflight=options.preflight, index_url=options.index_url,
+                              find_links=options.find_links, progress=reporter.status)
         size = final.stat().st_size
         digest = sha256_file(final)
         dest = _publish(final, config.out_dir)
@@ -197,7 +197,8 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
                     for rel in staged.bundled],
         "grafted": [{"path": rel, "source": src} for rel, src in repaired.grafted.items()],
         "verify": {"members": verified.members, "elf_records": verified.elf_records,
-                   "preflight": verified.preflight},
+                   "preflight": verified.preflight, "checks": verified.checks,
+                   "host_requirements": list(verified.host_requirements), "target": verified.target},
         "timings": dict(reporter.timings),
         "work_dir": str(work) if options.keep_work else None,
     }

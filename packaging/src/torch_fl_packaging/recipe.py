@@ -79,6 +79,12 @@ class CiSpec:
     """The release runner of the platform."""
 
     runner: str = _doc("CI runner label of the machine that builds and proves the wheel.")
+    has_device: bool = _doc(
+        "Whether the runner has the platform's device, so the release job runs the demonstration on it. "
+        "false: a CPU runner builds the wheel and verify proves it against a target made from the "
+        "wheel's requirements (cuda-assets); the device run happens on a machine that has one.",
+        True,
+    )
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,11 @@ class Recipe:
     )
     runtime_prefixes: tuple[str, ...] = _doc(
         "Absolute prefixes an RPATH entry may name; default: the SDK prefix.", factory=tuple
+    )
+    system_libraries: tuple[str, ...] = _doc(
+        "SONAMEs the target's own system provides (the vendor driver, e.g. libcuda.so.1), never the wheel "
+        "or its requirements: recorded in compatibility.json; a build machine without them records them "
+        "as host requirements instead of failing verify.", factory=tuple
     )
     repair: RepairSpec = _doc("auditwheel exclusions.", factory=RepairSpec)
     vendor_torch: VendorTorchSpec = _doc("Vendor/CUDA torch source.", factory=VendorTorchSpec)
@@ -311,6 +322,9 @@ def _validate(recipe: Recipe, path: Path) -> None:
                                              for p in recipe.prefixes):
             raise bad("absolute RPATH entry outside the platform's prefixes", entry,
                       "add its prefix to runtime_prefixes or make it $ORIGIN-relative")
+    for soname in recipe.system_libraries:
+        if "/" in soname or not soname.startswith("lib") or ".so" not in soname:
+            raise bad("system_libraries holds SONAMEs", soname, 'e.g. "libcuda.so.1"')
     for rd in recipe.runtime:
         if not rd.path.startswith("/"):
             raise bad("runtime path must be absolute", rd.path, "e.g. {prefix}/lib")

@@ -1,151 +1,126 @@
-"""Stage 6, verify: prove the final wheel before it is moved into --out.
+"""Stage 6, verify: torch-fl-preflight, in process, on the final wheel before it is moved into --out.
 
-Always: every member's sha256/size matches RECORD, compatibility.json is
-schema-valid, names every ELF member with the member's real sha256, and agrees
-with METADATA and the file name.  Then, where ``torch-fl-preflight`` is
-installed, it runs on the wheel as a release gate (``--release`` for real
-platforms); its exit code decides.
+A valid wheel is defined once, by preflight (design.md): this stage only chooses the target and
+turns preflight's report into a pass or a VerifyError.
+
+* The wheel alone (RECORD hashes and sizes, the schema-valid manifest naming every ELF member with
+  its sha256, agreement with METADATA, WHEEL and the file name) is always checked.
+* Then, unless ``--preflight off``, the release gate (``--release`` for real platforms) against
+  the target: the build interpreter (or ``--target-python``), and for bundle kinds whose runtime
+  comes from the wheel's requirements (cuda-assets) that interpreter plus those requirements, which
+  pip installs into a throw-away prefix (verify_target).  The build runner is not the target machine:
+  the manifest's runtime.system_libraries (the NVIDIA driver) are recorded as host requirements
+  there, not failed, and ``torch-fl-preflight --installed --check-installed`` on the target checks them.
 """
 
 from __future__ import annotations
 
-import base64
-import csv
-import email.parser
-import hashlib
-import io
+import dataclasses
 import json
 import os
-import shutil
-import subprocess
-import sys
+import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import Requirement
+from torch_fl_preflight import checker
+from torch_fl_preflight.errors import PreflightError
+from torch_fl_preflight.host_checks import HostOptions
+from torch_fl_preflight.host_env import HostEnv, HostProbe
+from torch_fl_preflight.report import Status, SubjectReport, counts
+from torch_fl_preflight.wheel_checks import read_wheel_metadata
+from torch_fl_preflight.wheel_reader import WheelArchive
 
 from .configure import Config
-from .errors import ManifestError, VerifyError
-from .manifest import MANIFEST_PATH, load_schema, validate_manifest
+from .errors import VerifyError
+from .manifest import MANIFEST_PATH
+from .verify_target import RUNTIME_FROM_REQUIREMENTS, RequirementsTarget, TargetSource, default_index, make_target
 
-__all__ = ["Verified", "check_wheel", "verify"]
+__all__ = ["Verified", "prove", "verify"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verified:
     members: int
     elf_records: int
-    preflight: str  # "passed" | "not installed" | "skipped"
-    details: dict[str, Any] = field(default_factory=dict)
+    preflight: str  # "passed" | "skipped" (--preflight off: the wheel alone was checked)
+    checks: dict[str, int] = field(default_factory=dict)
+    host_requirements: tuple[str, ...] = ()
+    target: dict[str, Any] | None = None
 
 
-def _b64(digest: bytes) -> str:
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+def _raise_failed(report: SubjectReport) -> None:
+    failed = [f"FAIL {f.id}: {f.message}" + (f" [{', '.join(f.details[:3])}]" if f.details else "")
+              for f in report.findings if f.status is Status.FAIL]
+    if failed:
+        raise VerifyError("torch-fl-preflight rejects the wheel", "; ".join(failed)[:900],
+                          "fix what it names, then rebuild (torch-fl-preflight --wheel ... -v shows every detail)")
 
 
-def check_wheel(wheel: Path, schema: dict[str, Any]) -> tuple[int, int, dict[str, Any]]:
-    """Self-contained checks of a written wheel; raises VerifyError."""
+def _sizes(wheel: Path) -> tuple[int, int]:
+    with zipfile.ZipFile(wheel) as zf:
+        return len(zf.namelist()), len(json.loads(zf.read(MANIFEST_PATH))["elf"])
+
+
+def _target_summary(t: RequirementsTarget, seconds: float) -> dict[str, Any]:
+    return {"python": t.python, "installed": list(t.installed), "cache": str(t.cache),
+            "cache_bytes": t.cache_bytes, "downloaded": t.downloaded, "seconds": round(seconds, 1)}
+
+
+def prove(wheel: Path, *, platform: str | None, release: bool, python: str, work: Path,
+          source: TargetSource, environ: dict[str, str] | None = None, gates: bool = True,
+          progress: Callable[[str], None] = lambda _s: None) -> Verified:
+    """Preflight on ``wheel`` against ``python``'s environment, made from the wheel's requirements
+    where its bundle kind needs that; raises VerifyError when a check fails."""
+    opts = checker.Options(platform=platform, release=release)
     try:
-        zf = zipfile.ZipFile(wheel)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise VerifyError("the written wheel is not a readable zip", wheel.name, str(exc)) from None
-    with zf:
-        names = zf.namelist()
-        records = [n for n in names if n.endswith(".dist-info/RECORD")]
-        if len(records) != 1:
-            raise VerifyError("the wheel must have one RECORD", records, "rewrite the wheel")
-        dist_info = records[0].rsplit("/", 1)[0]
-        rows = {row[0]: row for row in csv.reader(io.StringIO(zf.read(records[0]).decode())) if row}
-        hashes: dict[str, str] = {}
-        for info in zf.infolist():
-            if info.filename == records[0]:
-                continue
-            row = rows.get(info.filename)
-            if row is None:
-                raise VerifyError("a member is missing from RECORD", info.filename, "rewrite the wheel")
-            h = hashlib.sha256()
-            size = 0
-            with zf.open(info) as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-                    size += len(chunk)
-            if row[1] != f"sha256={_b64(h.digest())}" or row[2] != str(size):
-                raise VerifyError("a member does not match RECORD", info.filename, "rewrite the wheel")
-            hashes[info.filename] = h.hexdigest()
-        extra = set(rows) - set(names)
-        if extra:
-            raise VerifyError("RECORD lists files the wheel lacks", sorted(extra)[:3], "rewrite the wheel")
-        try:
-            manifest = json.loads(zf.read(MANIFEST_PATH))
-        except KeyError:
-            raise VerifyError("the wheel has no manifest", MANIFEST_PATH, "run the manifest stage") from None
-        try:
-            validate_manifest(manifest, schema)
-        except ManifestError as exc:
-            raise VerifyError(exc.problem, exc.value, exc.fix) from None
-        meta = email.parser.Parser().parsestr(zf.read(f"{dist_info}/METADATA").decode(), headersonly=True)
-        wheel_meta = email.parser.Parser().parsestr(zf.read(f"{dist_info}/WHEEL").decode(), headersonly=True)
-        wheel_tags = wheel_meta.get_all("Tag") or []
-        elf_members = {n for n in names if not n.endswith("/") and zf.open(n).read(4) == b"\x7fELF"}
-    recorded = {r["path"]: r for r in manifest["elf"]}
-    if set(recorded) != elf_members:
-        raise VerifyError("manifest ELF records differ from the wheel's ELF files",
-                          sorted(set(recorded) ^ elf_members)[:3], "rerun the manifest stage")
-    for path, rec in recorded.items():
-        if rec["sha256"] != hashes[path]:
-            raise VerifyError("manifest sha256 differs from the member", path, "rerun the manifest stage")
-    if sorted(wheel_tags) != sorted(manifest["wheel"]["tags"]):
-        raise VerifyError("WHEEL tags differ from the manifest", f"{wheel_tags} vs {manifest['wheel']['tags']}",
-                          "rerun the repair stage")
-    if manifest["wheel"]["version"] != meta["Version"] or manifest["wheel"]["filename"] != wheel.name:
-        raise VerifyError("manifest disagrees with the wheel's METADATA or file name",
-                          f"{manifest['wheel']['version']} / {manifest['wheel']['filename']}", "rerun the pipeline")
-    def norm(reqs: list[str]) -> list[str]:
-        return sorted(str(Requirement(r)) for r in reqs)
-
-    if norm(manifest["requirements"]) != norm(meta.get_all("Requires-Dist") or []):
-        raise VerifyError("manifest requirements differ from METADATA", manifest["requirements"], "rerun the pipeline")
-    return len(names), len(recorded), manifest
+        alone = checker.check_wheel(str(wheel), None, opts)
+        _raise_failed(alone)
+        members, elf_records = _sizes(wheel)
+        if not gates:
+            return Verified(members, elf_records, "skipped", counts([alone]))
+        base = dict(os.environ if environ is None else environ)
+        with WheelArchive(str(wheel)) as whl:
+            requires = read_wheel_metadata(whl).requires_dist
+        host: HostEnv = HostProbe(python, base).result()
+        target: RequirementsTarget | None = None
+        target_info: dict[str, Any] | None = None
+        if alone.facts["bundle_kind"] in RUNTIME_FROM_REQUIREMENTS:
+            start = time.perf_counter()
+            target = make_target(python, requires, host, work / "target", source, progress=progress)
+            target_info = _target_summary(target, time.perf_counter() - start)
+            if target.site_dirs:
+                # pip installs the wheel beside its requirements: its members' $ORIGIN is the target's
+                # site directory, so RPATHs like $ORIGIN/../../nvidia/cu13/lib resolve as they will there.
+                probed = HostProbe(python, target.environ(base)).result()
+                host = dataclasses.replace(probed, platlib=str(target.site_dirs[0]))
+        progress("torch-fl-preflight")
+        report = checker.check_wheel(str(wheel), lambda: host, checker.Options(
+            platform=platform, release=release,
+            # The target was made to hold every requirement: prove that it does.
+            host=HostOptions(check_installed=target is not None),
+            defer_system_libraries=True,
+        ))
+    except PreflightError as exc:
+        raise VerifyError("torch-fl-preflight cannot check the wheel", exc.message, exc.fix) from None
+    _raise_failed(report)
+    return Verified(members, elf_records, "passed", counts([report]),
+                    tuple(report.facts.get("host_requirements", ())), target_info)
 
 
-def _preflight_cmd() -> list[str] | None:
-    exe = shutil.which("torch-fl-preflight") or shutil.which(
-        "torch-fl-preflight", path=str(Path(sys.executable).parent))
-    if exe:
-        return [exe]
-    try:
-        import torch_fl_preflight  # noqa: F401
-    except ImportError:
-        return None
-    return [sys.executable, "-m", "torch_fl_preflight"]
-
-
-def verify(config: Config, wheel: Path, *, preflight: str = "auto") -> Verified:
-    members, elf_records, _ = check_wheel(wheel, load_schema(config.source_dir))
-    if preflight == "off":
-        return Verified(members, elf_records, "skipped")
-    cmd = _preflight_cmd()
-    if cmd is None:
-        if preflight == "require":
-            raise VerifyError("torch-fl-preflight is not installed", "--preflight require",
-                              "pip install ./preflight")
-        return Verified(members, elf_records, "not installed")
-    args = [*cmd, "--wheel", str(wheel), "--platform", config.recipe.platform,
-            "--python", config.target_python]
-    if not config.recipe.stand_in:
-        # The release gate: provenance (SDK, vendor torch, companions) must be recorded.
-        args.append("--release")
-    env = dict(os.environ)
+def verify(config: Config, wheel: Path, work: Path, *, preflight: str = "on",
+           index_url: str | None = None, find_links: tuple[str, ...] = (),
+           progress: Callable[[str], None] = lambda _s: None) -> Verified:
+    environ = dict(os.environ)
     sdk = config.recipe.sdk
     if sdk and sdk.env and config.sdk_root is not None:
-        # This runner is the target too: point preflight's runtime checks at the SDK we built with.
-        env[sdk.env] = str(config.sdk_root)
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-        failed = [ln for ln in lines if ln.startswith("FAIL ")] or lines[-1:] or ["?"]
-        raise VerifyError("torch-fl-preflight rejects the wheel", "; ".join(failed)[:400],
-                          "fix what it names, then rebuild")
-    return Verified(members, elf_records, "passed", {"preflight": " ".join(args[1:])})
+        # Point preflight's runtime checks at the SDK this wheel was built with.
+        environ[sdk.env] = str(config.sdk_root)
+    spec = config.recipe.vendor_torch
+    source = TargetSource(index_url=index_url, find_links=find_links,
+                          default_index=default_index(spec.index, spec.index_env))
+    return prove(wheel, platform=config.recipe.platform, release=not config.recipe.stand_in,
+                 python=config.target_python, work=work, source=source, environ=environ,
+                 gates=preflight != "off", progress=progress)

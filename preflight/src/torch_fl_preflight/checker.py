@@ -36,6 +36,10 @@ class Options:
     """How strictly the target environment is compared with what the wheel records."""
     gates: bool = True
     """Run the ELF load gates (--no-elf-gates turns them off)."""
+    defer_system_libraries: bool = False
+    """The target environment stands in for a machine whose own system provides the manifest's
+    runtime.system_libraries (the NVIDIA driver): torch-fl-build on a CPU runner sets this, so their
+    absence is a recorded host requirement instead of a failed gate. Never set on the target itself."""
 
 
 def facts_of(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -84,8 +88,9 @@ def check_platform(manifest: dict[str, Any], opts: Options, report: SubjectRepor
 HostSource = Callable[[], HostEnv]
 
 
-def check_wheel(path: str, host_for: HostSource, opts: Options) -> SubjectReport:
-    """`host_for()` returns the target environment (probed once, on first use)."""
+def check_wheel(path: str, host_for: HostSource | None, opts: Options) -> SubjectReport:
+    """`host_for()` returns the target environment (probed once, on first use); None checks the wheel
+    alone (identity, RECORD, manifest, ELF records), with no target."""
     report = SubjectReport(os.path.basename(path))
     with WheelArchive(path) as whl:
         meta = wheel_checks.read_wheel_metadata(whl)
@@ -108,11 +113,14 @@ def check_wheel(path: str, host_for: HostSource, opts: Options) -> SubjectReport
         )
         manifest_checks.check_torch(manifest, report)
         manifest_checks.check_release(manifest, report, release=opts.release)
-        host = host_for()
-        scan.site_dir = host.platlib
+        host = host_for() if host_for is not None else None
+        if host is not None:
+            scan.site_dir = host.platlib
         members = elf_members(scan)
         sizes = {m.path: whl.members[m.path].size for m in members}
         manifest_checks.check_elf_records(manifest, members, digests, sizes, report)
+        if host is None:
+            return report
         _host_and_gates(
             host, manifest, members, frozenset(map(str, meta.wheel_tags)), meta.requires_dist, opts, report
         )
@@ -137,7 +145,9 @@ def _host_and_gates(
     if opts.host.check_installed:
         host_checks.check_requirements_installed(host, requires, report)
     if opts.gates:
-        result = elf_gates.run_gates(model, members, manifest, report)
+        result = elf_gates.run_gates(
+            model, members, manifest, report, defer_system=opts.defer_system_libraries
+        )
         report.facts["external_libraries"] = result.external
 
 

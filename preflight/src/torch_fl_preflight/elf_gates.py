@@ -18,6 +18,11 @@ For each ELF file of the payload, at its installed path:
 * rpath    - no RPATH/RUNPATH entry is absolute outside the manifest's declared prefixes, nor
              relative without $ORIGIN (which would resolve against the working directory).
 
+A library the manifest names in runtime.system_libraries (the vendor driver) belongs to the target's
+system. Where the caller says the checked environment stands in for a target without it (a build
+runner without a GPU), its absence is recorded as a host requirement, and the undefined symbols of an
+ELF file that needs it directly are taken to bind there, instead of failing elf.needed/elf.symbols.
+
 Nothing is loaded or executed: files are read with elf_reader.
 """
 
@@ -34,7 +39,7 @@ from torch_fl_preflight.elf_reader import ElfInfo, read_elf_file
 from torch_fl_preflight.errors import ElfError
 from torch_fl_preflight.host_env import HostEnv, nvidia_lib_dirs
 from torch_fl_preflight.payload import ElfMember
-from torch_fl_preflight.report import SubjectReport
+from torch_fl_preflight.report import Finding, Status, SubjectReport
 
 MAX_DETAILS = 5000
 
@@ -244,11 +249,27 @@ def declared_prefixes(manifest: dict[str, Any]) -> list[str]:
 class GateResult:
     external: dict[str, dict[str, str | None]]  # member -> {needed soname: resolved path outside payload}
     missing_symbols: dict[str, list[str]]
+    host_requirements: dict[str, list[str]] = field(default_factory=dict)  # absent system SONAME -> needers
+
+
+def system_libraries(manifest: dict[str, Any] | None) -> frozenset[str]:
+    return frozenset(manifest["runtime"].get("system_libraries", ())) if manifest else frozenset()
 
 
 def run_gates(
-    model: LoaderModel, members: list[ElfMember], manifest: dict[str, Any] | None, report: SubjectReport
+    model: LoaderModel,
+    members: list[ElfMember],
+    manifest: dict[str, Any] | None,
+    report: SubjectReport,
+    *,
+    defer_system: bool = False,
 ) -> GateResult:
+    """`defer_system`: the environment stands in for a target whose system provides the manifest's
+    runtime.system_libraries; their absence is a host requirement here, not a failure."""
+    system = system_libraries(manifest)
+    deferred = system if defer_system else frozenset()
+    host_required: dict[str, list[str]] = {}
+    deferred_symbols: list[str] = []
     missing_needed: list[str] = []
     missing_versions: list[str] = []
     missing_symbols: dict[str, list[str]] = {}
@@ -262,7 +283,10 @@ def run_gates(
         c = model.closure(m.installed)
         for need, by in c.missing:
             who = m.path if by == m.installed else f"{m.path} (via {os.path.basename(by)})"
-            missing_needed.append(f"{who}: {need} not found")
+            if need in deferred:
+                host_required.setdefault(need, []).append(who)
+            else:
+                missing_needed.append(f"{who}: {need} not found")
         ext: dict[str, str | None] = {}
         for obj in c.order:
             for r in c.edges.get(obj, []):
@@ -292,7 +316,13 @@ def run_gates(
             n_refs += 1
             if not any(s.defines(ref.name, ref.version) for s in scope):
                 gone.append(ref.name + (f"@{ref.version}" if ref.version else ""))
-        if gone:
+        absent_direct = [n for n in m.info.needed if n in deferred and n in host_required]
+        if gone and absent_direct and all(need in deferred for need, _by in c.missing):
+            # The object links the system library itself and nothing else is missing from its scope:
+            # what binds nowhere here binds in it there.
+            source = " or ".join(absent_direct)
+            deferred_symbols += [f"{m.path}: {s} (from {source} on the target)" for s in gone]
+        elif gone:
             missing_symbols[m.path] = gone
 
         for kind, entries in (("RPATH", m.info.rpath), ("RUNPATH", m.info.runpath)):
@@ -305,11 +335,25 @@ def run_gates(
                     bad_rpath.append(f"{m.path}: {kind} {e!r} is outside the declared prefixes {prefixes}")
 
     n = len(members)
+    if host_required:
+        needers = tuple(f"{lib}: needed by {who}"
+                        for lib, whos in sorted(host_required.items()) for who in whos)
+        report.add(Finding(
+            "elf.system",
+            Status.SKIP,
+            f"{', '.join(sorted(host_required))}: the target system's (runtime.system_libraries), absent "
+            f"here; a host requirement, checked on the target; {len(deferred_symbols)} symbol(s) bind there",
+            details=(needers + tuple(deferred_symbols))[:MAX_DETAILS],
+        ))
+        report.facts["host_requirements"] = sorted(host_required)
+    absent_system = sorted({d.rsplit(": ", 1)[1].split(" ")[0] for d in missing_needed} & system)
     if missing_needed:
         report.fail(
             "elf.needed",
             f"{len(missing_needed)} DT_NEEDED libraries would not be found",
-            "install what provides them (the wheel's requirements, the vendor runtime) or fix the "
+            (f"{', '.join(absent_system)} come(s) with the target's driver: install the vendor driver; "
+             if absent_system else "")
+            + "install what provides them (the wheel's requirements, the vendor runtime) or fix the "
             "wheel's RPATH",
             tuple(missing_needed[:MAX_DETAILS]),
         )
@@ -347,4 +391,4 @@ def run_gates(
         )
     else:
         report.ok("elf.rpath", "RPATH/RUNPATH entries are $ORIGIN-relative or under declared prefixes")
-    return GateResult(external, missing_symbols)
+    return GateResult(external, missing_symbols, host_required)

@@ -279,24 +279,32 @@ def _marker_env(host: HostEnv) -> dict[str, str]:
     }
 
 
-def check_requirements_installed(
-    host: HostEnv, requires: tuple[Requirement, ...], report: SubjectReport
-) -> None:
-    problems = []
+def unmet_requirements(host: HostEnv, requires: tuple[Requirement, ...]) -> list[tuple[Requirement, str]]:
+    """The requirements (whose markers apply on the target) that its installed distributions do not
+    satisfy, each with what is wrong; the one definition both --check-installed and torch-fl-build's
+    requirements target use."""
+    unmet: list[tuple[Requirement, str]] = []
     env = _marker_env(host)
     for req in requires:
         if req.marker is not None and not req.marker.evaluate(env):
             continue
         have = host.distributions.get(canonicalize_name(req.name))
         if have is None:
-            problems.append(f"{req}: not installed")
+            unmet.append((req, f"{req}: not installed"))
             continue
         try:
             ok = req.specifier.contains(Version(have[0]), prereleases=True)
         except InvalidVersion:
             ok = False
         if not ok:
-            problems.append(f"{req}: {have[0]} is installed")
+            unmet.append((req, f"{req}: {have[0]} is installed"))
+    return unmet
+
+
+def check_requirements_installed(
+    host: HostEnv, requires: tuple[Requirement, ...], report: SubjectReport
+) -> None:
+    problems = [problem for _req, problem in unmet_requirements(host, requires)]
     if problems:
         report.fail(
             "host.requirements",

@@ -51,10 +51,15 @@ class HostEnv:
 
 class HostProbe:
     """Ask an interpreter to describe its environment; started at once, so that the other
-    interpreter's start-up overlaps the wheel's hashing, and collected when first needed."""
+    interpreter's start-up overlaps the wheel's hashing, and collected when first needed.
 
-    def __init__(self, python: str | None) -> None:
+    `env`, when given, is the whole environment the interpreter runs with (for example PYTHONPATH
+    naming a directory pip installed requirements into); it is also what the loader model reads
+    LD_LIBRARY_PATH and SDK roots from."""
+
+    def __init__(self, python: str | None, env: dict[str, str] | None = None) -> None:
         self.python = python
+        self.env = env
         self._result: HostEnv | None = None
         self._proc: subprocess.Popen[str] | None = None
         if python is not None:
@@ -65,6 +70,7 @@ class HostProbe:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
+                    env=env,
                 )
             except OSError as exc:
                 raise HostProbeError(
@@ -74,7 +80,7 @@ class HostProbe:
 
     def result(self) -> HostEnv:
         if self._result is None:
-            self._result = host_from_probe(self._collect())
+            self._result = host_from_probe(self._collect(), self.env)
         return self._result
 
     def _collect(self) -> dict[str, Any]:
@@ -109,7 +115,7 @@ def probe_host(python: str | None) -> HostEnv:
     return HostProbe(python).result()
 
 
-def host_from_probe(data: dict[str, Any]) -> HostEnv:
+def host_from_probe(data: dict[str, Any], environ: dict[str, str] | None = None) -> HostEnv:
     try:
         m = re.match(r"glibc (\d+)\.(\d+)", data.get("libc") or "")
         torch = data.get("torch")
@@ -148,7 +154,7 @@ def host_from_probe(data: dict[str, Any]) -> HostEnv:
             else None,
             # The target interpreter inherits this process's environment: SDK roots and
             # LD_LIBRARY_PATH are what the user's shell has set.
-            environ=dict(os.environ),
+            environ=dict(os.environ if environ is None else environ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise HostProbeError(

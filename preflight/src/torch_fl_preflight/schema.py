@@ -1,7 +1,8 @@
-"""The compatibility.json schema shipped inside this distribution, and reading a manifest safely.
+"""The compatibility.json schema, and reading a manifest safely.
 
-The packaged compatibility.schema.json is a copy of manifests/compatibility.schema.json, the single
-source of truth; tests/preflight/test_schema.py fails when they differ.
+The schema exists once: compatibility.schema.json in this package, shipped with this distribution
+(the one definition of a valid wheel).  torch-fl-build validates the manifests it writes with
+load_schema() from here, and manifests/compatibility.schema.json is a symbolic link to this file.
 """
 
 from __future__ import annotations
