@@ -45,7 +45,9 @@ REGISTRY: tuple[EnvVar, ...] = (
            "`import torch_fl` must then come before `import torch` for the `cuda-assets` and `forked-libtorch` wheels."),
     EnvVar("FLAGOS_CACHE_DIR", "`$XDG_CACHE_HOME/torch_fl` (`~/.cache/torch_fl`)",
            "Private per-user cache of the `forked-libtorch` bootstrap (its view of torch); must be owned by you and "
-           "writable by nobody else."),
+           "writable by nobody else, and every folder above it owned by you or root and writable by nobody else "
+           "unless sticky. A location set here that breaks this is refused; the default one is then replaced by "
+           "`$TMPDIR/torch_fl-<uid>`, with a warning."),
     # -- end bootstrap
     EnvVar("FLAGOS_PLATFORM", "`host`", "Build time: the platform recipe (`bundlers/<platform>.toml`) to build for."),
     EnvVar("FLAGOS_WHEEL_LOCAL_VERSION", "the recipe's `local_version`",
