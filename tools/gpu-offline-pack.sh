@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# ci/gpu-offline-pack.sh --wheel TORCH_FL_CUDA_WHEEL [options]
+# tools/gpu-offline-pack.sh --wheel TORCH_FL_CUDA_WHEEL [options]
 #
 # On the CPU machine that built the cuda wheel (torch-fl-build --platform cuda), assemble everything a GPU
-# machine with NO network needs for ci/gpu-offline-env.sh, and cut it into pieces small enough to carry:
+# machine with NO network needs for tools/gpu-offline-env.sh, and cut it into pieces small enough to carry:
 #
 #   OUT/payload/payload.json          what is what (roles of the files below, Python version, glibc floor)
-#   OUT/payload/python/cpython-*.tar.xz   a relocatable Python 3.11 (ci/gpu_offline.py pack-python)
+#   OUT/payload/python/cpython-*.tar.xz   a relocatable Python 3.11 (tools/gpu_offline pack-python)
 #   OUT/payload/wheelhouse/*.whl      stock torch X.Y.Z+cpu, the torch_fl cuda wheel, every wheel they require
 #                                     (nvidia-*, cuda-toolkit, ...), pip, pytest and its deps, the
 #                                     torch-fl-preflight wheel and its deps
@@ -15,7 +15,7 @@
 # Options:
 #   --wheel WHL        the torch_fl cuda wheel (required)
 #   --out DIR          default ${FLAGOS_CI_WORK:-build/ci}/gpu-offline: inside the repository's ignored build/
-#                      folder, which is where the device tool's `carry` can take the pieces from
+#                      folder, from which a transfer call can carry the pieces
 #   --python PY        the Python 3.11 to pack (default python3.11); its pip downloads the wheels
 #   --torch-wheel WHL  the stock torch CPU wheel (default: pip download torch==X.Y.Z+cpu, X.Y.Z from the wheel)
 #   --find-links DIR   extra local wheel folders for pip (repeatable), e.g. the nvidia wheels torch-fl-build cached
@@ -24,34 +24,33 @@
 #   --no-index         take every wheel from --find-links folders, none from an index
 #   --target-has FREEZE  `python3 -m pip list --format=freeze` of the GPU machine: wheels tagged py3-none-* /
 #                      py2.py3-none-* (nvidia-*, cuda-toolkit) it has installed at the same version are not
-#                      carried, only their .dist-info; ci/gpu-offline-env.sh rebuilds them there from the
+#                      carried, only their .dist-info; tools/gpu-offline-env.sh rebuilds them there from the
 #                      installed files, each checked against the wheel's RECORD sha256 (needs --machine-nvidia)
 #   --xz-preset N      xz level of the Python tarball (default 6)
-#   --piece-mib N      piece size (default 62: the device tool moves at most 64 MiB per call, repository included)
+#   --piece-mib N      piece size (default 62: a transfer of at most 64 MiB per call, the ~1 MiB
+#                      repository included)
 #
-# Carrying the pieces with the device tool (no network there; the tool copies the repository plus the
-# ignored paths named in `carry`, 64 MiB a call in all -- the repository itself is ~1 MiB, hence 62 MiB pieces):
-#   0. (saves most of the carrying) one call: run(command="python3 -m pip list --format=freeze >$OUT/freeze.txt"),
-#      then pack here with --target-has <that file>: the nvidia-*/cuda-toolkit wheels the machine already has
-#      at the same version stay here (rehearsed: 40 pieces -> 13 when all but NCCL matched).
-#   python3 ci/gpu_offline.py device-calls --pieces build/ci/gpu-offline/pieces
-# prints the `run` calls, one JSON object ({carry, command, timeout_s}) a line, to make in order:
-#   * one call per piece: carry=[".../payload.part-NNN"], command copies it OUTSIDE the working tree
-#     (/tmp/flagos-pieces: the next call's tree replaces the repository copy) and prints how many pieces the
-#     machine holds.  Make the calls back to back, a few seconds apart (one run at a time): the machine is given
-#     back after ~30 s idle, and a fresh one has an empty /tmp -- when the count drops, carry from piece 000 again.
-#   * the last call carries the last piece and manifest.json and runs ci/gpu-offline-env.sh, which reassembles
-#     first (every sha256 checked; a bad or missing piece is named: carry that one again), with the machine's
-#     own nvidia packages as the second environment; results.json and an archive of every log come back in $OUT.
-# The pieces may stay outside the repository behind an ignored link (ln -s /elsewhere build/ci/gpu-offline):
-# the tool carries a path through one link.
+# Carrying the pieces (see tools/README.md): the target has no network; a runner copies the repository plus
+# ignored paths inside it, at most 64 MiB a call, and runs one command there.
+#   0. (saves most of the carrying) one call that saves the target's `python3 -m pip list --format=freeze`,
+#      then pack here with --target-has <that file>: the nvidia-*/cuda-toolkit wheels the target already has
+#      at the same version stay here.
+#   python3 tools/gpu_offline carry-calls --pieces build/ci/gpu-offline/pieces
+# prints the calls, one JSON object ({carry, command, timeout_s}) a line, to make in order:
+#   * one call per piece: it copies the piece OUTSIDE the working tree (/tmp/flagos-pieces: the next call's
+#     tree replaces the repository copy) and prints how many pieces the target holds; when the count drops
+#     (a fresh machine), carry from piece 000 again.
+#   * the last call carries the last piece and manifest.json and runs tools/gpu-offline-env.sh, which
+#     reassembles first (every sha256 checked; a bad or missing piece is named: carry that one again) and
+#     then runs ci/gpu-check.sh; results.json and an archive of every log come back.
+# The pieces may stay outside the repository behind an ignored link (ln -s /elsewhere build/ci/gpu-offline).
 # Exit codes: 0 ok, 1 a step failed, 2 unusable input (one line: the problem, then the fix).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-HERE="$ROOT/ci"
+HELPER="$ROOT/tools/gpu_offline"
 WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB=62 XZ=6 TARGET_HAS=""
 FIND_LINKS=() TOOLS=()
-die() { echo "ci/gpu-offline-pack.sh: $1" >&2; exit 2; }
+die() { echo "tools/gpu-offline-pack.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --wheel) WHEEL=${2:?}; shift 2 ;;
@@ -99,7 +98,7 @@ EOF
 [[ -n "$torch_req" ]] || die "$(basename "$WHEEL") has no exact torch requirement — build it with torch-fl-build --platform cuda"
 
 say "Python: a relocatable copy of $PY"
-"$PY" "$HERE/gpu_offline.py" pack-python --python "$PY" --xz-preset "$XZ" \
+"$PY" "$HELPER" pack-python --python "$PY" --xz-preset "$XZ" \
   --out "$PAYLOAD/python/cpython-$("$PY" -c 'import platform; print(platform.python_version())')-x86_64-linux.tar.xz" >"$OUT/python.json"
 
 if [[ -z "$TORCH_WHEEL" ]]; then
@@ -123,14 +122,14 @@ say "wheelhouse: the torch_fl wheel, torch CPU, their requirements, pip, pytest,
 say "checking the wheelhouse resolves offline"
 "$PY" -m pip install --quiet --dry-run --ignore-installed --no-index --find-links "$WH" \
   "$WH/$(basename "$WHEEL")" "$WH/$(basename "$TORCH_WHEEL")" "$WH/$(basename "$PREFLIGHT_WHEEL")" "${TOOLS[@]}" \
-  || { echo "ci/gpu-offline-pack.sh: the wheelhouse does not resolve without an index" >&2; exit 1; }
+  || { echo "tools/gpu-offline-pack.sh: the wheelhouse does not resolve without an index" >&2; exit 1; }
 n_torch=$(ls "$WH"/torch-*.whl | wc -l)
-[[ "$n_torch" == 1 ]] || { echo "ci/gpu-offline-pack.sh: $n_torch torch wheels in the wheelhouse; expected only the CPU one" >&2; exit 1; }
+[[ "$n_torch" == 1 ]] || { echo "tools/gpu-offline-pack.sh: $n_torch torch wheels in the wheelhouse; expected only the CPU one" >&2; exit 1; }
 
 rm -rf "$OUT/omitted"
 if [[ -n "$TARGET_HAS" ]]; then
   say "leaving out the wheels the GPU machine has installed ($TARGET_HAS)"
-  "$PY" "$HERE/gpu_offline.py" omit-installed --wheelhouse "$WH" --freeze "$TARGET_HAS" \
+  "$PY" "$HELPER" omit-installed --wheelhouse "$WH" --freeze "$TARGET_HAS" \
     --records "$PAYLOAD/records" --omitted "$OUT/omitted" >"$OUT/omitted.txt"
   sed 's/^/   /' "$OUT/omitted.txt" >&2
 fi
@@ -154,7 +153,7 @@ EOF
 t_assemble=$((SECONDS - t0))
 
 say "pieces of at most $PIECE_MIB MiB"
-"$PY" "$HERE/gpu_offline.py" split --payload "$PAYLOAD" --out "$OUT/pieces" --piece-mib "$PIECE_MIB"
+"$PY" "$HELPER" split --payload "$PAYLOAD" --out "$OUT/pieces" --piece-mib "$PIECE_MIB"
 size=$(du -sb "$PAYLOAD" | cut -f1)
 n=$(ls "$OUT"/pieces/payload.part-* | wc -l)
 echo "payload $((size / 1048576)) MiB in $n pieces under $OUT/pieces (assembled in ${t_assemble}s, total $((SECONDS - t0))s)" >&2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# ci/gpu-offline-env.sh (--pieces DIR | --payload DIR) --out DIR [options]
+# tools/gpu-offline-env.sh (--pieces DIR | --payload DIR) --out DIR [options]
 #
-# On a Linux machine with an NVIDIA GPU and NO network: from local files only (what ci/gpu-offline-pack.sh
+# On a Linux machine with an NVIDIA GPU and NO network: from local files only (what tools/gpu-offline-pack.sh
 # assembled), set up a Python 3.11 environment holding only stock torch X.Y.Z+cpu, the torch_fl cuda wheel
 # and that wheel's requirements, then prove it, in this order, and write every step's result into
 # OUT/results.json (logs beside it):
@@ -35,16 +35,16 @@
 #                         skip, the benchmarks must refuse, and preflight is also run with a synthetic driver
 #                         stub (libcuda.so.1 exporting the cu* entry points the wheel references) on
 #                         LD_LIBRARY_PATH, where it must pass -- the stub stands for the driver, nothing more
-#   PYTHON                (environment) the interpreter that runs ci/gpu_offline.py here (default python3, >= 3.8)
+#   PYTHON                (environment) the interpreter that runs tools/gpu_offline here (default python3, >= 3.8)
 #
 # Exit codes: 0 the main path passed (with --rehearsal: behaved as it must without a GPU), 1 a step did not,
 # 2 unusable input (one line: the problem, then the fix).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-HELPER="$ROOT/ci/gpu_offline.py"
+HELPER="$ROOT/tools/gpu_offline"
 HOSTPY=${PYTHON:-python3}
 PIECES="" PAYLOAD="" OUT="" WORK="${TMPDIR:-/tmp}/torch-fl-gpu-offline" MACHINE_NV="" REHEARSAL=0 STOP=""
-die() { echo "ci/gpu-offline-env.sh: $1" >&2; exit 2; }
+die() { echo "tools/gpu-offline-env.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --pieces) PIECES=${2:?}; shift 2 ;;
@@ -60,7 +60,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -n "$OUT" ]] || die "no --out folder given — pass --out DIR for results.json and the logs"
-[[ -n "$PIECES" || -n "$PAYLOAD" ]] || die "neither --pieces nor --payload given — pass the folder ci/gpu-offline-pack.sh made"
+[[ -n "$PIECES" || -n "$PAYLOAD" ]] || die "neither --pieces nor --payload given — pass the folder tools/gpu-offline-pack.sh made"
 [[ -z "$PIECES" || -f "$PIECES/manifest.json" ]] || die "no manifest.json in $PIECES — carry it with the pieces"
 [[ -z "$PAYLOAD" || -f "$PAYLOAD/payload.json" ]] || die "no payload.json in $PAYLOAD — pass the folder that holds it"
 if [[ -n "$MACHINE_NV" ]]; then
@@ -101,7 +101,7 @@ finish() {
   "$HOSTPY" "$HELPER" finish --results "$RESULTS" "${extra[@]}"
   exit $?
 }
-abort() { echo "ci/gpu-offline-env.sh: $1 — see $OUT/$2.log" >&2; finish; }
+abort() { echo "tools/gpu-offline-env.sh: $1 — see $OUT/$2.log" >&2; finish; }
 
 # --- payload and Python -----------------------------------------------------------------------------
 if [[ -n "$PIECES" ]]; then

@@ -1,14 +1,12 @@
-"""The offline GPU procedure (ci/gpu-offline-pack.sh, ci/gpu_offline.py, ci/gpu-offline-env.sh) on small
-synthetic wheels: a real relocatable Python, real pip with --no-index, real pieces and reassembly, and a
-corrupted piece refused.  The GPU steps (preflight of the real wheel, demo, GPU suite, benchmarks) need the
-2.5 GB payload and a GPU; they are stopped before (--stop-after install) and rehearsed by hand (issue 8).
+"""The offline GPU tooling (tools/gpu-offline-pack.sh, tools/gpu_offline, tools/gpu-offline-env.sh) on small
+synthetic wheels: a real relocatable Python, real pip with --no-index, real pieces and reassembly, a
+corrupted piece refused, wheels rebuilt on the target from what pip installed there.  The GPU steps
+(ci/gpu-check.sh) need the real payload and a GPU; the run here stops before them (--stop-after install).
 """
 
 from __future__ import annotations
 
-import base64
 import ensurepip
-import hashlib
 import json
 import os
 import shutil
@@ -18,32 +16,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
+from support.tools import require_tool
+from support.wheels import write_wheel
 
-REPO = Path(__file__).resolve().parents[2]
-HELPER = REPO / "ci" / "gpu_offline.py"
+HELPER = REPO / "tools" / "gpu_offline"
 
 
 def make_wheel(out: Path, name: str, version: str, files: dict[str, str], requires: tuple[str, ...] = ()) -> Path:
-    """A valid pure-Python wheel (METADATA, WHEEL, RECORD) that pip installs."""
-    dist = f"{name}-{version}"
-    members = {path: data.encode() for path, data in files.items()}
-    members[f"{dist}.dist-info/METADATA"] = (
-        f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
-        + "".join(f"Requires-Dist: {r}\n" for r in requires)
-    ).encode()
-    members[f"{dist}.dist-info/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests/ci\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-
-    def digest(data: bytes) -> str:
-        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-    record = "".join(f"{p},{digest(d)},{len(d)}\n" for p, d in members.items()) + f"{dist}.dist-info/RECORD,,\n"
-    members[f"{dist}.dist-info/RECORD"] = record.encode()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{dist}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for member, data in members.items():
-            z.writestr(member, data)
-    return path
+    """A valid py3-none-any wheel (METADATA, WHEEL, RECORD) that pip installs."""
+    return write_wheel(out / f"{name}-{version}-py3-none-any.whl", {p: d.encode() for p, d in files.items()},
+                       name=name, version=version, tag="py3-none-any", requires=requires)
 
 
 def helper(*args: str) -> subprocess.CompletedProcess[str]:
@@ -106,28 +89,28 @@ def test_missing_pieces_and_manifests_are_named(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no manifest.json" in done.stderr
 
 
-def test_device_calls_carry_one_piece_each_through_an_ignored_link(tmp_path: Path) -> None:
+def test_carry_calls_take_one_piece_each_through_an_ignored_link(tmp_path: Path) -> None:
     payload_tree(tmp_path / "payload")
     manifest = split(tmp_path / "payload", tmp_path / "pieces", 1000)
     repo = tmp_path / "repo"
     (repo / "build").mkdir(parents=True)
     (repo / "build" / "gpu-offline").symlink_to(tmp_path)
-    done = helper("device-calls", "--pieces", str(repo / "build" / "gpu-offline" / "pieces"), "--repo", str(repo))
+    done = helper("carry-calls", "--pieces", str(repo / "build" / "gpu-offline" / "pieces"), "--repo", str(repo))
     assert done.returncode == 0, done.stderr
     calls = [json.loads(line) for line in done.stdout.splitlines()]
     names = [p["name"] for p in manifest["pieces"]]  # type: ignore[attr-defined]
     assert [c["carry"][0] for c in calls] == [f"build/gpu-offline/pieces/{n}" for n in names]
     assert all(len(c["carry"]) == 1 for c in calls[:-1]) and calls[-1]["carry"][1].endswith("manifest.json")
-    assert all(len(c["command"]) <= 2000 for c in calls) and "ci/gpu-offline-env.sh --pieces" in calls[-1]["command"]
-    outside = helper("device-calls", "--pieces", str(tmp_path / "pieces"), "--repo", str(repo))
+    assert all(len(c["command"]) <= 2000 for c in calls) and "tools/gpu-offline-env.sh --pieces" in calls[-1]["command"]
+    outside = helper("carry-calls", "--pieces", str(tmp_path / "pieces"), "--repo", str(repo))
     assert outside.returncode == 2 and "outside the repository" in outside.stderr
 
 
 def test_scripts_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
-    pack = subprocess.run([str(REPO / "ci" / "gpu-offline-pack.sh"), "--wheel", str(tmp_path / "nope.whl")],
+    pack = subprocess.run([str(REPO / "tools" / "gpu-offline-pack.sh"), "--wheel", str(tmp_path / "nope.whl")],
                           capture_output=True, text=True, timeout=60, check=False)
     assert pack.returncode == 2 and pack.stderr.count("\n") == 1 and "no wheel file at" in pack.stderr
-    env = subprocess.run([str(REPO / "ci" / "gpu-offline-env.sh"), "--pieces", str(tmp_path), "--out", str(tmp_path / "o")],
+    env = subprocess.run([str(REPO / "tools" / "gpu-offline-env.sh"), "--pieces", str(tmp_path), "--out", str(tmp_path / "o")],
                          capture_output=True, text=True, timeout=60, check=False)
     assert env.returncode == 2 and env.stderr.count("\n") == 1 and "no manifest.json" in env.stderr
 
@@ -147,8 +130,7 @@ def _need_tools() -> None:
     if sys.version_info[:2] != (3, 11):
         pytest.skip("the procedure packs a Python 3.11; this is another")
     for tool in ("patchelf", "objdump", "ldd"):
-        if shutil.which(tool, path=PATH) is None:
-            pytest.skip(f"{tool} is not on PATH")
+        require_tool(tool)
 
 
 @pytest.mark.wheel
@@ -172,7 +154,7 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     out = tmp_path / "carry"
     env = env_without_pip_settings()
     pack = subprocess.run(
-        [str(REPO / "ci" / "gpu-offline-pack.sh"), "--wheel", str(torch_fl), "--out", str(out), "--python", sys.executable,
+        [str(REPO / "tools" / "gpu-offline-pack.sh"), "--wheel", str(torch_fl), "--out", str(out), "--python", sys.executable,
          "--torch-wheel", str(torch), "--preflight-wheel", str(preflight), "--find-links", str(links), "--no-index",
          "--tool", "pip", "--xz-preset", "0", "--piece-mib", "4", "--target-has", str(freeze)],
         capture_output=True, text=True, timeout=600, check=False, env=env)
@@ -192,7 +174,7 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     data = bytearray(piece.read_bytes())
     data[-1] ^= 0x01
     piece.write_bytes(bytes(data))
-    cmd = [str(REPO / "ci" / "gpu-offline-env.sh"), "--rehearsal", "--stop-after", "install"]
+    cmd = [str(REPO / "tools" / "gpu-offline-env.sh"), "--rehearsal", "--stop-after", "install"]
     run = subprocess.run([*cmd, "--pieces", str(bad), "--out", str(tmp_path / "out-bad"), "--work", str(tmp_path / "w-bad")],
                          capture_output=True, text=True, timeout=300, check=False, env=env)
     assert run.returncode == 1
@@ -216,9 +198,78 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     assert Path(base).parent == work / "python" and version == "2.13.0+cpu"
     installed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
                                check=True, env={**env, "PATH": "/usr/bin:/bin"}).stdout.split()
-    assert sorted(i.split("==")[0].lower() for i in installed) == ["nvidia-fake-cu13", "pip", "torch", "torch-fl"]
+    assert sorted(i.split("==")[0].lower().replace("_", "-") for i in installed) == ["nvidia-fake-cu13", "pip", "torch", "torch-fl"]
 
     # A left-out wheel is rebuilt only from files identical to the wheel's: a changed one is named.
     (site / "nvidia" / "fake" / "lib" / "README").write_text("changed\n")
     again = helper("rebuild", "--records", str(work / "payload" / "records"), "--site", str(site), "--out", str(tmp_path / "rb"))
-    assert again.returncode == 1 and "nvidia/fake/lib/README differs" in again.stderr
+    assert again.returncode == 1 and "the installed nvidia/fake/lib/README (" in again.stderr and "differs" in again.stderr
+
+
+def pip_install(wheel: Path, *where: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+                    "--no-warn-script-location", *where, str(wheel)], check=True, env=env_without_pip_settings(),
+                   timeout=120)
+
+
+def members(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as z:
+        return {n: z.read(n) for n in z.namelist()}
+
+
+@pytest.mark.wheel
+def test_wheels_with_data_scheme_files_are_rebuilt_from_a_prefix_or_target_install(tmp_path: Path) -> None:
+    # Like sympy-1.14.0's data/share/man/man1/isympy.1: pip puts .data/data/ files under the prefix
+    # (or, with --target, under the target folder), .data/purelib/ ones under site-packages.
+    wheel = write_wheel(tmp_path / "wh" / "manpkg-1.0-py3-none-any.whl", {
+        "manpkg/__init__.py": b"",
+        "manpkg-1.0.data/data/share/man/man1/manpkg.1": b".TH MANPKG 1\n",
+        "manpkg-1.0.data/purelib/manpkg_extra.py": b"EXTRA = 1\n",
+    }, name="manpkg", version="1.0", tag="py3-none-any")
+    original = members(wheel)
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("manpkg==1.0\n")
+    prefix = tmp_path / "prefix"
+    pip_install(wheel, "--prefix", str(prefix))
+    site = Path(subprocess.run([sys.executable, "-c", "import sys, sysconfig; print(sysconfig.get_path("
+                                "'purelib', vars={'base': sys.argv[1], 'platbase': sys.argv[1]}))", str(prefix)],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    assert (prefix / "share/man/man1/manpkg.1").is_file() and (site / "manpkg_extra.py").is_file()
+    target = tmp_path / "target"
+    pip_install(wheel, "--target", str(target))
+    assert (target / "share/man/man1/manpkg.1").is_file()
+
+    done = helper("omit-installed", "--wheelhouse", str(wheel.parent), "--freeze", str(freeze),
+                  "--records", str(tmp_path / "records"), "--omitted", str(tmp_path / "omitted"))
+    assert done.returncode == 0 and done.stdout.split() == [wheel.name], done.stderr
+    for name, installed in (("prefix", site), ("target", target)):
+        out = tmp_path / f"rebuilt-{name}"
+        done = helper("rebuild", "--records", str(tmp_path / "records"), "--site", str(installed), "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        assert members(out / wheel.name) == original
+    # The rebuilt wheel installs like the original.
+    pip_install(tmp_path / "rebuilt-prefix" / wheel.name, "--prefix", str(tmp_path / "again"))
+    assert (tmp_path / "again/share/man/man1/manpkg.1").read_bytes() == b".TH MANPKG 1\n"
+
+    (prefix / "share/man/man1/manpkg.1").write_text("changed\n")
+    done = helper("rebuild", "--records", str(tmp_path / "records"), "--site", str(site), "--out", str(tmp_path / "rb"))
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert "manpkg-1.0.data/data/share/man/man1/manpkg.1" in done.stderr and "differs" in done.stderr
+    assert not list((tmp_path / "rb").glob("*.whl"))
+    (prefix / "share/man/man1/manpkg.1").unlink()
+    done = helper("rebuild", "--records", str(tmp_path / "records"), "--site", str(site), "--out", str(tmp_path / "rb"))
+    assert done.returncode == 1 and "is not installed in" in done.stderr and "--prefix" in done.stderr
+
+
+def test_wheels_with_scripts_stay_in_the_payload(tmp_path: Path) -> None:
+    # pip rewrites a script's `#!python` line when installing it: such a wheel cannot be rebuilt there.
+    wheel = write_wheel(tmp_path / "wh" / "toolpkg-2.0-py3-none-any.whl", {
+        "toolpkg/__init__.py": b"",
+        "toolpkg-2.0.data/scripts/toolpkg-run": b"#!python\nprint('hi')\n",
+    }, name="toolpkg", version="2.0", tag="py3-none-any")
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("toolpkg==2.0\n")
+    done = helper("omit-installed", "--wheelhouse", str(wheel.parent), "--freeze", str(freeze),
+                  "--records", str(tmp_path / "records"), "--omitted", str(tmp_path / "omitted"))
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert wheel.is_file() and not list((tmp_path / "records").iterdir())
