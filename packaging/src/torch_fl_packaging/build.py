@@ -91,7 +91,7 @@ def _cuda_torch_dir(config: Config) -> Path | None:
     return final / "torch"
 
 
-def build(config: Config, work: Path, log: Callable[[str], None] = lambda s: None) -> BuiltWheel:
+def build(config: Config, work: Path, log: Callable[[str], None] = lambda _: None) -> BuiltWheel:
     if config.from_wheel is not None:
         # A wheel built elsewhere (or a test fixture): check it is the configured one.
         return _check(config.from_wheel, config)

@@ -80,7 +80,8 @@ def _dependencies() -> list[str]:
     return [f"torch>={major}.{minor},<{major}.{minor + 1}"]
 
 
-def dynamic_metadata(field: str, settings: dict[str, Any] | None = None) -> Any:
+# `settings` is part of scikit-build-core's dynamic-metadata provider interface; this provider has none.
+def dynamic_metadata(field: str, settings: dict[str, Any] | None = None) -> Any:  # noqa: ARG001
     if field == "version":
         return _version()
     if field == "dependencies":
@@ -88,5 +89,5 @@ def dynamic_metadata(field: str, settings: dict[str, Any] | None = None) -> Any:
     raise RuntimeError(f"torch_fl_packaging.build_metadata cannot provide {field!r}")
 
 
-def get_requires_for_dynamic_metadata(settings: dict[str, Any] | None = None) -> list[str]:
+def get_requires_for_dynamic_metadata(settings: dict[str, Any] | None = None) -> list[str]:  # noqa: ARG001
     return []

@@ -143,7 +143,7 @@ def _set_rpath_if_needed(patcher: ElfPatcher, path: Path, info: ElfInfo, entries
 
 
 def bundle(config: Config, built: BuiltWheel, stage_root: Path, patcher: ElfPatcher,
-           progress: Callable[[str], None] = lambda s: None) -> Staged:
+           progress: Callable[[str], None] = lambda _: None) -> Staged:
     stage_root.mkdir(parents=True, exist_ok=True)
     progress(f"unpacking {built.path.name}")
     staged = Staged(stage_root, unpack_wheel(built.path, stage_root))

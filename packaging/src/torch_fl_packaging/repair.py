@@ -133,7 +133,7 @@ def _write_tags(staged: Staged, tags: list[str]) -> None:
 
 
 def repair(config: Config, staged: Staged, patcher: ElfPatcher,
-           progress: Callable[[str], None] = lambda s: None) -> Repaired:
+           progress: Callable[[str], None] = lambda _: None) -> Repaired:
     policies = _policies()
     exclude = exclusions(config, staged)
     elves = _wheel_elves(staged)
@@ -201,10 +201,10 @@ def repair(config: Config, staged: Staged, patcher: ElfPatcher,
     old = _read_tags(staged)
     platforms = [policy.name, *policy.aliases]
     tags: list[str] = []
+    manylinux_first = sorted(platforms, key=lambda p: (not p.startswith("manylinux_"), p))
     for tag in old:
         py, abi, _ = tag.split("-")
-        for plat in sorted(platforms, key=lambda p: (not p.startswith("manylinux_"), p)):
-            tags.append(f"{py}-{abi}-{plat}")
+        tags.extend(f"{py}-{abi}-{plat}" for plat in manylinux_first)
     result.tags = list(dict.fromkeys(tags))
     _write_tags(staged, result.tags)
     return result

@@ -85,7 +85,7 @@ def _incompressible(data: bytes) -> bool:
     return packed >= _INCOMPRESSIBLE * raw
 
 
-def _deflate(data: bytes, dictionary: bytes | None, level: int, last: bool) -> bytes:
+def _deflate(data: bytes, dictionary: bytes | None, level: int, *, last: bool) -> bytes:
     if _incompressible(data):
         level = 0
     if dictionary and level > 0:
@@ -118,7 +118,7 @@ class _Writer:
         self.inflight = inflight
         self.entries: list[_Entry] = []
 
-    def _local_header(self, name: bytes, method: int, zip64: bool) -> int:
+    def _local_header(self, name: bytes, method: int, *, zip64: bool) -> int:
         offset = self.out.tell()
         extra = struct.pack("<HHQQ", 0x0001, 16, 0, 0) if zip64 else b""
         self.out.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 45 if zip64 else 20, 0x0800, method,
@@ -138,7 +138,7 @@ class _Writer:
         bname = name.encode()
         method = 8 if self.level > 0 else 0
         zip64 = size >= _ZIP64_FROM
-        offset = self._local_header(bname, method, zip64)
+        offset = self._local_header(bname, method, zip64=zip64)
         start = self.out.tell()
         crc = 0
         usize = 0
@@ -155,7 +155,7 @@ class _Writer:
                 sha.update(chunk)
             usize += len(chunk)
             if method == 8:
-                pending.append(self.pool.submit(_deflate, chunk, prev_tail, self.level, last))
+                pending.append(self.pool.submit(_deflate, chunk, prev_tail, self.level, last=last))
                 prev_tail = chunk[-_WINDOW:]
                 while len(pending) > self.inflight:
                     self.out.write(pending.popleft().result())
@@ -220,7 +220,7 @@ def _file_chunks(path: Path, on_chunk: Callable[[int], None]) -> Iterable[bytes]
 
 def write_wheel(root: Path, dist_info: str, dest: Path, *, level: int = 6, epoch: int = 315532800,
                 workers: int | None = None, digests: dict[str, str] | None = None,
-                progress: Callable[[str, int], None] = lambda name, n: None) -> None:
+                progress: Callable[[str, int], None] = lambda _name, _n: None) -> None:
     """Write the tree at ``root`` as a wheel at ``dest``, regenerating RECORD.
 
     ``progress(member, nbytes)`` is called as each chunk of a member is read.

@@ -21,14 +21,14 @@ from typing import Any
 
 PROBE_VERSION = 1
 INTERESTING_PREFIXES = ("nvidia-", "nvidia_")
-_VERSION_LINE = re.compile(r"""^(\w+)\s*(?::\s*[\w.\[\], |]+)?=\s*['"]([^'"]*)['"]""", re.M)
+_VERSION_LINE = re.compile(r"""^(\w+)\s*(?::\s*[\w.\[\], |]+)?=\s*['"]([^'"]*)['"]""", re.MULTILINE)
 
 
 def _dist_record(dist: metadata.Distribution) -> dict[str, str]:
     name = dist.metadata["Name"] or ""
     try:
         location = str(dist.locate_file(""))
-    except Exception:  # a broken distribution must not break the probe
+    except Exception:  # noqa: BLE001 - a broken distribution must not break the probe
         location = ""
     return {"name": name, "version": dist.version or "", "location": location}
 
@@ -40,7 +40,7 @@ def _torch_version_file(location: str) -> dict[str, str]:
             text = fh.read(65536)
     except OSError:
         return {}
-    return {k: v for k, v in _VERSION_LINE.findall(text)}
+    return dict(_VERSION_LINE.findall(text))
 
 
 def probe(env_names: tuple[str, ...] = ()) -> dict[str, Any]:

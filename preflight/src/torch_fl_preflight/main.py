@@ -113,12 +113,9 @@ def run(argv: Sequence[str] | None) -> tuple[int, str]:
     def host_for() -> HostEnv:
         return probe.result()
 
-    reports: list[SubjectReport] = []
-    if args.installed:
-        reports.append(check_installed(host_for, opts))
-    else:
-        for w in args.wheel:
-            reports.append(check_wheel(w, host_for, opts))
+    reports: list[SubjectReport] = (
+        [check_installed(host_for, opts)] if args.installed else [check_wheel(w, host_for, opts) for w in args.wheel]
+    )
     code = exit_code(reports)
     return code, (to_json(reports) if args.json else to_text(reports, verbose=args.verbose))
 
@@ -132,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PreflightError as exc:
         if debug:
             traceback.print_exc()
-        _print_error(exc.one_line(), want_json)
+        _print_error(exc.one_line(), want_json=want_json)
         return EXIT_UNUSABLE
     except KeyboardInterrupt:
         return 130
@@ -142,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_error(
             f"input: too large or too deeply nested ({type(exc).__name__}) — this is not a plausible "
             "torch_fl wheel",
-            want_json,
+            want_json=want_json,
         )
         return EXIT_UNUSABLE
     try:
@@ -153,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _print_error(line: str, want_json: bool) -> None:
+def _print_error(line: str, *, want_json: bool) -> None:
     print(f"torch-fl-preflight: {line}", file=sys.stderr)
     if want_json:
         print(json.dumps({"version": 1, "ok": False, "error": line}))

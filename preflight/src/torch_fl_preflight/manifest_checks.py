@@ -135,9 +135,9 @@ def check_elf_records(
         ):
             if rec[key] != actual:
                 problems.append(f"{m.path}: {key} is {actual!r} but the manifest says {rec[key]!r}")
-    for path in records:
-        if path not in seen and path not in {m.path for m in members}:
-            problems.append(f"{path}: recorded in the manifest but not an ELF file of this wheel")
+    elf_paths = {m.path for m in members}
+    problems.extend(f"{path}: recorded in the manifest but not an ELF file of this wheel"
+                    for path in records if path not in seen and path not in elf_paths)
     if problems:
         report.fail(
             "manifest.elf",

@@ -44,17 +44,17 @@ class SubjectReport:
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
 
-    def ok(self, id: str, message: str) -> None:
-        self.add(Finding(id, Status.PASS, message))
+    def ok(self, check_id: str, message: str) -> None:
+        self.add(Finding(check_id, Status.PASS, message))
 
-    def fail(self, id: str, message: str, fix: str, details: tuple[str, ...] = ()) -> None:
-        self.add(Finding(id, Status.FAIL, message, fix, details))
+    def fail(self, check_id: str, message: str, fix: str, details: tuple[str, ...] = ()) -> None:
+        self.add(Finding(check_id, Status.FAIL, message, fix, details))
 
-    def warn(self, id: str, message: str, fix: str, details: tuple[str, ...] = ()) -> None:
-        self.add(Finding(id, Status.WARN, message, fix, details))
+    def warn(self, check_id: str, message: str, fix: str, details: tuple[str, ...] = ()) -> None:
+        self.add(Finding(check_id, Status.WARN, message, fix, details))
 
-    def skip(self, id: str, message: str) -> None:
-        self.add(Finding(id, Status.SKIP, message))
+    def skip(self, check_id: str, message: str) -> None:
+        self.add(Finding(check_id, Status.SKIP, message))
 
     @property
     def failed(self) -> bool:

@@ -182,9 +182,8 @@ def check_record(
             bad.append(f"{m.name}: sha256 {sha[:16]}… but RECORD says {entry[1][:16]}…")
         elif entry[2] is not None and entry[2] != size:
             bad.append(f"{m.name}: {size} bytes but RECORD says {entry[2]}")
-    for path in record:
-        if path not in whl.members and path not in unsigned:
-            bad.append(f"{path}: listed in RECORD but missing from the wheel")
+    bad.extend(f"{path}: listed in RECORD but missing from the wheel"
+               for path in record if path not in whl.members and path not in unsigned)
     if bad:
         report.fail(
             "wheel.record",

@@ -57,6 +57,16 @@ def _bundlers(given: Path | None) -> Path | None:
     return default if default.is_dir() else None
 
 
+def _retry_policy(args: argparse.Namespace) -> RetryPolicy:
+    if args.retries < 0 or args.timeout <= 0 or args.backoff < 0:
+        raise PublishError(
+            "--retries, --timeout and --backoff must be positive",
+            f"{args.retries}, {args.timeout}, {args.backoff}",
+            "pass e.g. --retries 4 --timeout 300",
+        )
+    return RetryPolicy(attempts=args.retries + 1, timeout=args.timeout, backoff=args.backoff)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     secrets: credentials.Credentials | None = None
@@ -79,12 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
     try:
-        if args.retries < 0 or args.timeout <= 0 or args.backoff < 0:
-            raise PublishError(
-                "--retries, --timeout and --backoff must be positive",
-                f"{args.retries}, {args.timeout}, {args.backoff}",
-                "pass e.g. --retries 4 --timeout 300",
-            )
+        policy = _retry_policy(args)
         repository_url, from_url = credentials.split_url_credentials(args.repository_url)
         secrets = from_url or credentials.resolve(repository_url.replace("{lane}", args.lane), os.environ)
         if secrets is not None:
@@ -97,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             simple_url=args.simple_url,
             wheels=tuple(args.wheels),
             tag=args.tag,
-            policy=RetryPolicy(attempts=args.retries + 1, timeout=args.timeout, backoff=args.backoff),
+            policy=policy,
             concurrency=args.concurrency,
             dry_run=args.dry_run,
             bundlers=_bundlers(args.bundlers),
@@ -107,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(exc.one_line(), exc.exit_code)
     except KeyboardInterrupt:
         return fail("interrupted — the index may hold some of the wheels; run again to finish (it is idempotent)", 130)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - anything else is a bug: one line, the traceback with --debug
         return fail(f"internal error ({type(exc).__name__}: {exc}) — rerun with --debug and report it", EXIT_BAD_INPUT)
     if args.json:
         report.write_json(result, sys.stdout)

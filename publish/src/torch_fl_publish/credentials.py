@@ -50,12 +50,12 @@ def _first(env: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, str] | 
 
 def _from_keyring(service: str, username: str) -> str | None:
     try:
-        import keyring  # noqa: PLC0415 - optional, and slow to import
+        import keyring  # optional, and slow to import
     except ImportError:
         return None
     try:
         password: str | None = keyring.get_password(service, username)
-    except Exception:
+    except Exception:  # noqa: BLE001 - each keyring backend raises its own errors (D-Bus, locked store): none is a password
         return None
     return password
 

@@ -13,7 +13,7 @@ class PublishError(Exception):
     ``value`` is the offending value (never a secret); ``fix`` says what to do.
     """
 
-    def __init__(self, problem: str, value: str, fix: str, exit_code: int = EXIT_BAD_INPUT):
+    def __init__(self, problem: str, value: str, fix: str, exit_code: int = EXIT_BAD_INPUT) -> None:
         super().__init__(problem, value, fix)
         self.problem = problem
         self.value = value

@@ -20,7 +20,7 @@ ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+ht
 class IndexReadError(Exception):
     """The simple page could not be read (after the caller's retries); ``retryable`` says whether to try again."""
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None):
+    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
@@ -98,7 +98,7 @@ def parse_json(page: bytes, base: str) -> list[IndexFile]:
 class SimpleIndex:
     """The read side of an index lane."""
 
-    def __init__(self, simple_url: str, *, authorization: str | None, timeout: float):
+    def __init__(self, simple_url: str, *, authorization: str | None, timeout: float) -> None:
         self.simple_url = simple_url if simple_url.endswith("/") else simple_url + "/"
         self.timeout = timeout
         self._auth = (transport.origin(self.simple_url), authorization) if authorization else None

@@ -107,7 +107,7 @@ def _classify(wheel: wheels.LocalWheel, listed: list[IndexFile], index: SimpleIn
     digests = {index.sha256_of(f) for f in same}
     if digests == {wheel.sha256}:
         return Outcome(wheel, Status.PRESENT, "already on the index", 0, wheel.sha256, verified=True)
-    other = sorted(digests - {wheel.sha256})[0]
+    other = min(digests - {wheel.sha256})
     return Outcome(wheel, Status.REFUSED, "the index holds this file name with another sha256", 0, other)
 
 

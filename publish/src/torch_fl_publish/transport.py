@@ -47,7 +47,7 @@ BodyPart = bytes | Path
 
 
 class _Deadline:
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float) -> None:
         self.end = time.monotonic() + seconds
 
     def left(self) -> float:

@@ -80,7 +80,7 @@ def lookup(index: SimpleIndex, wheel: LocalWheel) -> tuple[Lookup, str | None, s
         return Lookup.UNKNOWN, None, str(exc)
     if wheel.sha256 in digests:
         return Lookup.SAME, wheel.sha256, ""
-    return Lookup.DIFFERENT, sorted(digests)[0], ""
+    return Lookup.DIFFERENT, min(digests), ""
 
 
 def _form(wheel: LocalWheel, boundary: str) -> tuple[list[transport.BodyPart], int]:

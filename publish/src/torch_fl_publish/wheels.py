@@ -129,7 +129,7 @@ def inspect(path: Path) -> LocalWheel:
             "rebuild the wheel; never rename one",
         )
     sha256, blake2_256, size = _hashes(path)
-    python_tag = sorted({tag.interpreter for tag in tags})[0]
+    python_tag = min({tag.interpreter for tag in tags})
     return LocalWheel(path, path.name, name, version, python_tag, size, sha256, blake2_256, fields)
 
 
