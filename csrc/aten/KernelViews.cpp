@@ -24,6 +24,7 @@ void KernelViews::sync_written() {
 
 at::Tensor KernelViews::to_flagos(const at::Tensor& result, c10::Device device) {
   if (!result.defined() || is_flagos(result)) return result;
+  if (result.layout() != c10::kStrided) return from_native(result, device);  // one-line error: no storage to match
   const auto k = find(result);
   if (!k.has_value()) return from_native(result, device);
   const Entry& e = entries_[*k];
@@ -32,6 +33,7 @@ at::Tensor KernelViews::to_flagos(const at::Tensor& result, c10::Device device) 
                                                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                         result.dtype());
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());
+  copy_lazy_bits(result, alias);
   return alias;
 }
 

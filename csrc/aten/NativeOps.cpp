@@ -9,6 +9,9 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <sstream>
+#include <string>
+
 #include "aten/NativeView.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
@@ -28,7 +31,8 @@ c10::Device resolve_device(std::optional<c10::Device> device) {
 }
 
 void check_strided(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
-  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, "flagos supports only strided tensors");
+  const auto requested = c10::layout_or_default(layout);
+  TORCH_CHECK(requested == c10::Layout::Strided, sparse_layout_advice(requested));
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pin_memory applies to CPU tensors, not flagos tensors");
 }
 
@@ -42,6 +46,23 @@ bool is_block_copy(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 }  // namespace
+
+std::string sparse_layout_advice(c10::Layout layout) {
+  const char* name = "non-strided";
+  switch (layout) {
+    case c10::kSparse: name = "torch.sparse_coo"; break;
+    case c10::kSparseCsr: name = "torch.sparse_csr"; break;
+    case c10::kSparseCsc: name = "torch.sparse_csc"; break;
+    case c10::kSparseBsr: name = "torch.sparse_bsr"; break;
+    case c10::kSparseBsc: name = "torch.sparse_bsc"; break;
+    case c10::kMkldnn: name = "torch._mkldnn"; break;
+    default: break;
+  }
+  std::ostringstream message;
+  message << "flagos holds only strided (dense) tensors, not " << name
+          << " ones; keep sparse tensors on the CPU (convert there: x.cpu().to_sparse()) and move dense tensors to flagos";
+  return message.str();
+}
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout, std::optional<c10::Device> device,
@@ -123,6 +144,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   TORCH_CHECK((src_on_device || self.is_cpu()) && (dst_on_device || dst.is_cpu()),
               "flagos copies go between flagos and CPU tensors, not ", self.device(), " -> ", dst.device());
   if (self.numel() == 0) return dst;
+  if (self._is_zerotensor()) {
+    // No memory to read: the values are zeros.
+    native_view_if_flagos(dst).zero_();
+    return dst;
+  }
   if (is_block_copy(self, dst)) {
     const auto kind = !src_on_device ? runtime::CopyKind::HostToDevice
                       : dst_on_device ? runtime::CopyKind::DeviceToDevice
@@ -151,6 +177,39 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   auto cpu = at::empty({}, self.options().device(c10::kCPU));
   copy_from(self.reshape({}), cpu, false);
   return cpu.item();
+}
+
+at::Tensor efficient_zero_tensor(c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                                 std::optional<bool> pin_memory) {
+  check_strided(layout, pin_memory);
+  const auto where = resolve_device(device);
+  // Like PyTorch's own (ZeroTensorAllocator): a storage without memory.
+  c10::Storage nothing(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, where), nullptr, /*resizable=*/false);
+  auto zeros = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(nothing), kFlagosKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor),
+      c10::scalarTypeToTypeMeta(c10::dtype_or_default(dtype)));
+  zeros.unsafeGetTensorImpl()->set_sizes_contiguous(C10_AS_INTARRAYREF_SLOW(size));
+  return zeros;
+}
+
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto dense_on_cpu_or_flagos = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && (t.is_cpu() || t.is_privateuseone());
+  };
+  if (dense_on_cpu_or_flagos(self) && dense_on_cpu_or_flagos(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
+void reject_sparse_layout(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  c10::Layout layout = c10::kSparse;
+  for (const auto& v : *stack) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().layout() != c10::kStrided) {
+      layout = v.toTensor().layout();
+      break;
+    }
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(false, c10::toString(op.operator_name()), ": ", sparse_layout_advice(layout));
 }
 
 }  // namespace torch_fl::aten

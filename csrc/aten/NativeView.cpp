@@ -25,16 +25,29 @@ c10::DispatchKeySet kernel_dispatch_keys() {
   return keys;
 }
 
+void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to) {
+  // Conjugate and negative views are a bit on the tensor, resolved lazily by
+  // the kernels that see it (mm, copy_, ...): a view without them would read
+  // conj(x) as x.
+  if (from.is_conj()) to._set_conj(true);
+  if (from.is_neg()) to._set_neg(true);
+}
+
 at::Tensor native_view(const at::Tensor& flagos_tensor) {
-  const auto& storage = flagos_tensor.storage();
   const auto kernel_type = runtime::kernel_device_type();
   const c10::Device where(kernel_type, kernel_type == c10::kCPU ? -1 : flagos_tensor.device().index());
+  if (flagos_tensor._is_zerotensor()) {
+    // An efficient zero tensor has no memory: the kernel reads zeros.
+    return at::zeros({}, flagos_tensor.options().device(where)).expand(flagos_tensor.sizes());
+  }
+  const auto& storage = flagos_tensor.storage();
   c10::Storage view_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
                             c10::DataPtr(const_cast<void*>(storage.data()), where), c10::GetAllocator(kernel_type),
                             /*resizable=*/true);
   auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), kernel_dispatch_keys(), flagos_tensor.dtype());
   view.unsafeGetTensorImpl()->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(),
                                                     flagos_tensor.storage_offset());
+  copy_lazy_bits(flagos_tensor, view);
   return view;
 }
 
@@ -62,12 +75,17 @@ void sync_from_native_view(const at::Tensor& flagos_tensor, const at::Tensor& vi
 }
 
 at::Tensor from_native(const at::Tensor& result, c10::Device device) {
+  TORCH_CHECK_NOT_IMPLEMENTED(result.layout() == c10::kStrided, sparse_layout_advice(result.layout()));
+  if (result._is_zerotensor()) {
+    return efficient_zero_tensor(result.sym_sizes(), result.scalar_type(), std::nullopt, device, std::nullopt);
+  }
   if (!runtime::kernel_outputs_are_device_memory() || result.device().type() == c10::kCPU) {
     return to_device(result.device().type() == c10::kCPU ? result : result.cpu(), device);
   }
   auto adopted = at::detail::make_tensor<c10::TensorImpl>(
       adopt_storage(result.storage(), device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype());
   adopted.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());
+  copy_lazy_bits(result, adopted);
   return adopted;
 }
 

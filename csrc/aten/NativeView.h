@@ -14,7 +14,8 @@ inline bool is_flagos(const at::Tensor& t) { return t.defined() && t.is_privateu
 c10::DispatchKeySet kernel_dispatch_keys();
 
 // A tensor of the kernel device type over the same bytes as `flagos_tensor`
-// (same sizes, strides, offset and dtype), without copying.  Its storage does
+// (same sizes, strides, offset, dtype, conjugate and negative bits), without
+// copying; for an efficient zero tensor, zeros of its shape.  Its storage does
 // not own the memory and is resizable, so a kernel that grows it (an out=
 // argument of the wrong size) gets fresh memory instead of failing;
 // sync_from_native_view() then carries the change back.
@@ -28,6 +29,9 @@ inline at::Tensor native_view_if_flagos(const at::Tensor& t) {
 // After a kernel ran on `view` = native_view(flagos_tensor): make flagos_tensor
 // match the view's geometry, and its data if the kernel reallocated the view.
 void sync_from_native_view(const at::Tensor& flagos_tensor, const at::Tensor& view);
+
+// Gives `to` the conjugate and negative bits of `from`.
+void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to);
 
 // A flagos tensor on `device` for a kernel's result: the result's own memory
 // where the kernel allocator hands out device memory (adopted, no copy),

@@ -30,6 +30,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
+  m.impl("_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+}
+
+// flagos tensors are strided: an operator that meets a sparse flagos tensor
+// (or is asked to make one) says so in one line instead of PyTorch's "Could not
+// run ... SparsePrivateUse1" or "Cannot access storage of SparseTensorImpl".
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&reject_sparse_layout>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&reject_sparse_layout>());
 }
 
 // Functional ops whose generic PrivateUse1 path calls their out= variant with a
@@ -41,18 +53,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 // A backend without its own kernel for an op gets PyTorch's generic one where
 // the op has it, and never reaches the routed fallback:
-//  * structured ops (add.Tensor, add_.Tensor): a kernel that allocates the
-//    output on the backend and calls the out= variant -- two shape passes, a
-//    flagos allocation and one more boxed call per op;
-//  * CompositeExplicitAutograd ops with device kernels: a slow decomposition
-//    (foreach ops loop over single-tensor ops, native_layer_norm runs through
-//    batch_norm) where CUDA has one fused kernel.
-// Where kernel results already are device memory (cuda), routing such an op
-// itself is cheaper: the kernel device's own kernel runs and flagos adopts its
-// result.  Elsewhere (host) only in-place ops are routed so: their result is
-// their first argument, so nothing is copied, while a functional op's result
-// would have to be copied from the kernel device's memory.  The set is read from the dispatcher (every aten op with one of those
-// generic kernels and a kernel for the kernel device type), never kept by hand.
+//  * structured ops (add.Tensor, add_.Tensor; CompositeExplicitAutogradNonFunctional):
+//    a kernel that allocates the output on the backend and calls the out=
+//    variant -- the same kernel in the end, but two shape passes, a flagos
+//    allocation and one more boxed call per op;
+//  * CompositeExplicitAutograd and CompositeImplicitAutograd ops that also have
+//    device kernels: a *different* computation (addr as mul+add, group norm
+//    and mish's gradient decomposed, foreach ops looping over single-tensor
+//    ops, native_layer_norm through batch_norm) whose rounding differs from
+//    the device kernel's -- flagos would not compute what CPU or CUDA computes.
+// So every such op is routed itself, to the kernel device's own kernel, except
+// a structured op on a platform whose kernel results must be copied into
+// device memory (host): there the generic path reaches the same kernel through
+// its out= variant without that copy.  Ops returning views keep the generic
+// path (it builds them from flagos's own view ops).  The set is read from the
+// dispatcher, never kept by hand.
 namespace {
 
 at::Tensor to_copy_on_kernel_device(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
@@ -83,9 +98,31 @@ bool is_in_place(const c10::FunctionSchema& schema) {
   return true;
 }
 
+// A view op: a result aliases an argument without writing to it.
+bool returns_view(const c10::FunctionSchema& schema) {
+  for (const auto& result : schema.returns()) {
+    if (result.alias_info() != nullptr && !result.alias_info()->isWrite()) return true;
+  }
+  return false;
+}
+
+bool routes_to_kernel_device(const c10::OperatorHandle& op, c10::DispatchKey kernel_key, bool adopt_results) {
+  using c10::DispatchKey;
+  if (op.hasKernelForDispatchKey(DispatchKey::PrivateUse1) || !op.hasKernelForDispatchKey(kernel_key) ||
+      returns_view(op.schema())) {
+    return false;
+  }
+  if (op.hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutograd) ||
+      op.hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd)) {
+    return true;
+  }
+  return op.hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+         (adopt_results || is_in_place(op.schema()));
+}
+
 }  // namespace
 
-void register_direct_structured_ops() {
+void register_kernel_device_routes() {
   static const bool registered = [] {
     const bool adopt_results = runtime::kernel_outputs_are_device_memory();
     auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
@@ -95,13 +132,7 @@ void register_direct_structured_ops() {
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0) continue;
       const auto op = dispatcher.findOp(name);
-      if (!op.has_value() || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-          !op->hasKernelForDispatchKey(kernel_key) ||
-          !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-            op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd))) {
-        continue;
-      }
-      if (!adopt_results && !is_in_place(op->schema())) continue;
+      if (!op.has_value() || !routes_to_kernel_device(*op, kernel_key, adopt_results)) continue;
       const auto short_name = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       library->impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
     }

@@ -206,7 +206,7 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch_fl._C", "The flagos devi
 PyMODINIT_FUNC PyInit__C(void) {
   HANDLE_TH_ERRORS
   torch_fl::register_hooks();
-  torch_fl::aten::register_direct_structured_ops();
+  torch_fl::aten::register_kernel_device_routes();
   return PyModule_Create(&module_def);
   END_HANDLE_TH_ERRORS
 }

@@ -1,0 +1,214 @@
+"""PyTorch's OpInfo database run on a device and compared against a reference device.
+
+Every OpInfo of ``torch.testing._internal.common_methods_invocations.op_db`` is a
+*case* per dtype of ``DTYPES`` that PyTorch's CPU kernels support.  A case takes a
+few of the op's own sample inputs (generated on the CPU from a fixed seed, so
+every interpreter and device sees the same values), runs the op forward and,
+where the op and dtype support autograd, backward with fixed output gradients,
+and returns what it computed as CPU tensors.  ``compare`` then holds the device's
+results to the reference's with PyTorch's default per-dtype tolerances
+(``torch.testing.assert_close``), NaNs equal, dtypes exact.
+
+The same functions serve the host platform's CI tier (flagos against CPU in one
+process) and the GPU tier (flagos against native CUDA, the reference possibly in
+another interpreter: ``run_case`` takes only names and plain data, and its
+result pickles with ``torch.save``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float64,
+    torch.bfloat16,
+    torch.float16,
+    torch.complex64,
+    torch.int64,
+    torch.bool,
+)
+DTYPE_NAMES = {dtype: str(dtype).removeprefix("torch.") for dtype in DTYPES}
+
+# Sample inputs per case: enough to reach the op's main code paths (the
+# OpInfo generators put the plain case first, then broadcasting, scalars,
+# empty and non-contiguous inputs), few enough for CI.
+MAX_SAMPLES = 3
+SEED = 1234
+
+# Ops whose output is uninitialised memory: only its metadata is comparable.
+UNINITIALISED_OUTPUT = frozenset(
+    {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"}
+)
+
+
+@functools.cache
+def op_db() -> dict[str, Any]:
+    from torch.testing._internal.common_methods_invocations import op_db as database
+
+    return {op_id(op): op for op in database}
+
+
+def op_id(op: Any) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def case_ids() -> list[str]:
+    """``<op>[.<variant>]-<dtype>`` for every OpInfo and dtype its CPU kernels support."""
+    out = []
+    for name, op in op_db().items():
+        supported = op.supported_dtypes("cpu")
+        out.extend(f"{name}-{DTYPE_NAMES[d]}" for d in DTYPES if d in supported)
+    return out
+
+
+def parse_case(case_id: str) -> tuple[Any, torch.dtype]:
+    name, _, dtype_name = case_id.rpartition("-")
+    dtype = next(d for d, n in DTYPE_NAMES.items() if n == dtype_name)
+    return op_db()[name], dtype
+
+
+@dataclass
+class SampleResult:
+    """What one sample computed, as CPU tensors (``None`` where the reference raised)."""
+
+    forward: list[Any] | None = None
+    grads: list[torch.Tensor | None] | None = None
+    error: str | None = None
+
+
+@dataclass
+class CaseResult:
+    case_id: str
+    samples: list[SampleResult] = field(default_factory=list)
+
+
+def _seed(device_type: str, seed: int) -> None:
+    torch.manual_seed(seed)
+    module = getattr(torch, device_type, None)
+    if device_type != "cpu" and module is not None and hasattr(module, "manual_seed"):
+        module.manual_seed(seed)
+
+
+def _to_device(sample: Any, device: str) -> Any:
+    def move(t: torch.Tensor) -> torch.Tensor:
+        moved = t.detach().to(device)
+        if device == "cpu" and moved.data_ptr() == t.data_ptr():
+            moved = moved.clone()
+        return moved.requires_grad_(t.requires_grad)
+
+    return sample.transform(lambda x: move(x) if isinstance(x, torch.Tensor) else x)
+
+
+def _leaves(tree: Any) -> list[Any]:
+    return pytree.tree_leaves(tree)
+
+
+def _to_cpu(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().resolve_conj().resolve_neg().to("cpu")
+    if isinstance(x, torch.dtype | torch.device | torch.Size | int | float | complex | bool | str | type(None)):
+        return x
+    return repr(type(x))
+
+
+def supports_backward(op: Any, dtype: torch.dtype) -> bool:
+    return bool(op.supports_autograd) and dtype in op.supported_backward_dtypes("cpu")
+
+
+def _samples(op: Any, dtype: torch.dtype) -> list[Any]:
+    torch.manual_seed(SEED)
+    requires_grad = supports_backward(op, dtype)
+    samples = []
+    for sample in op.sample_inputs("cpu", dtype, requires_grad=requires_grad):
+        samples.append(sample)
+        if len(samples) == MAX_SAMPLES:
+            break
+    return samples
+
+
+def _run_sample(op: Any, sample: Any, device: str, backward: bool) -> SampleResult:
+    moved = _to_device(sample, device)
+    _seed(device, SEED)
+    try:
+        out = op(moved.input, *moved.args, **moved.kwargs)
+        out = moved.output_process_fn_grad(out)
+    except Exception as e:  # noqa: BLE001 - the error is the result; the reference decides whether it counts
+        return SampleResult(error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    result = SampleResult(forward=[_to_cpu(x) for x in _leaves(out)])
+    if not backward:
+        return result
+    inputs = [t for t in _leaves((moved.input, moved.args, moved.kwargs)) if isinstance(t, torch.Tensor) and t.requires_grad]
+    outputs = [
+        t
+        for t in _leaves(out)
+        if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point() or t.is_complex())
+    ]
+    if not inputs or not outputs:
+        return result
+    gen = torch.Generator().manual_seed(SEED + 1)
+    grad_outputs = [torch.randn(o.shape, dtype=o.dtype, generator=gen).to(o.device) for o in outputs]
+    try:
+        grads = torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)
+    except Exception as e:  # noqa: BLE001
+        result.error = f"backward: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return result
+    result.grads = [None if g is None else _to_cpu(g) for g in grads]
+    return result
+
+
+def run_case(case_id: str, device: str) -> CaseResult:
+    """Runs one case on ``device`` ("cpu", "flagos", "cuda"); results on the CPU."""
+    op, dtype = parse_case(case_id)
+    backward = supports_backward(op, dtype)
+    result = CaseResult(case_id)
+    for sample in _samples(op, dtype):
+        result.samples.append(_run_sample(op, sample, device, backward))
+    return result
+
+
+def _assert_close(actual: Any, expected: Any, what: str, metadata_only: bool) -> None:
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"{what}: got {type(actual).__name__}, expected a tensor"
+        if metadata_only:
+            assert (actual.shape, actual.dtype) == (expected.shape, expected.dtype), what
+            return
+        torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{what}: {m}")
+    else:
+        assert actual == expected or (actual != actual and expected != expected), f"{what}: {actual!r} != {expected!r}"
+
+
+def compare(actual: CaseResult, expected: CaseResult) -> None:
+    """Raises AssertionError naming the first sample, output or gradient that differs."""
+    op, _ = parse_case(expected.case_id)
+    metadata_only = op.name in UNINITIALISED_OUTPUT
+    assert len(actual.samples) == len(expected.samples), "sample counts differ"
+    for k, (a, e) in enumerate(zip(actual.samples, expected.samples, strict=True)):
+        if e.forward is None:
+            continue  # the reference rejects this sample too (an error-input case)
+        assert a.forward is not None, f"sample {k}: the reference computed it but the device raised {a.error}"
+        assert len(a.forward) == len(e.forward), f"sample {k}: {len(a.forward)} outputs, expected {len(e.forward)}"
+        for j, (x, y) in enumerate(zip(a.forward, e.forward, strict=True)):
+            _assert_close(x, y, f"sample {k} output {j}", metadata_only)
+        if e.grads is None:
+            if e.error is None:
+                continue
+            assert a.error is not None, f"sample {k}: backward raised on the reference only ({e.error})"
+            continue
+        assert a.grads is not None, f"sample {k}: backward raised on the device only: {a.error}"
+        for j, (x, y) in enumerate(zip(a.grads, e.grads, strict=True)):
+            if y is None:
+                assert x is None or not x.any(), f"sample {k} grad {j}: the reference has none"
+                continue
+            assert x is not None, f"sample {k} grad {j}: missing on the device"
+            _assert_close(x, y, f"sample {k} grad {j}", metadata_only)
+
+
+def iter_cases(selected: Callable[[str], bool] = lambda _: True) -> Iterator[str]:
+    return (c for c in case_ids() if selected(c))
