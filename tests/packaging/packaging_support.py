@@ -11,9 +11,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.paths import REPO
 from torch_fl_packaging.configure import installed_torch
 
-REPO = Path(__file__).resolve().parents[2]
 BUNDLERS = REPO / "bundlers"
 SDK_VERSION = {"metax": "3.8.1", "dcu": "26.04", "ppu": "1.5.2", "ascend": "8.2.0", "gcu": "3.4.5",
                "musa": "4.2.0", "tsingmicro": "2.1.0", "kunlunxin": "5.0.21", "bpu": "3.2.1"}

@@ -16,19 +16,18 @@ Everything is generated from the recipes, so a new recipe gets fixtures for free
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
-import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
+import support.wheels
+from support.elf import compile_c
+from support.wheels import PY_TAG
 from torch_fl_packaging.recipe import Recipe
 
-PY_TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
 EXT_SUFFIX = f".cpython-{sys.version_info[0]}{sys.version_info[1]}-x86_64-linux-gnu.so"
 
 
@@ -36,25 +35,17 @@ def _c_ident(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
-def compile_library(out: Path, soname: str, *, needed: list[Path] = (), rpath: str | None = None,
-                    exports: list[str] = (), calls: list[str] = (), extra_flags: list[str] = ()) -> Path:
-    """Compile ``out`` (a shared library) whose DT_NEEDED lists ``needed``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.with_suffix(out.suffix + ".c")
+def compile_library(out: Path, soname: str, *, needed: Sequence[Path] = (), rpath: str | None = None,
+                    exports: Sequence[str] = (), calls: Sequence[str] = (), extra_flags: Sequence[str] = ()) -> Path:
+    """Compile ``out`` (a shared library) whose DT_NEEDED lists ``needed``, used or not."""
     body = [f"int {fn}(void) {{ return {len(fn)}; }}" for fn in exports]
     body += [f"extern int {fn}(void);" for fn in calls]
     body.append(f"int {_c_ident(soname)}_probe(void) {{ return 0"
                 + "".join(f" + {fn}()" for fn in calls) + "; }")
-    src.write_text("\n".join(body) + "\n")
-    cmd = ["gcc", "-shared", "-fPIC", "-O1", "-o", str(out), str(src), f"-Wl,-soname,{soname}",
-           "-Wl,--no-as-needed"]
-    for lib in needed:
-        cmd += [f"-L{lib.parent}", f"-l:{lib.name}"]
-    if rpath:
-        cmd.append(f"-Wl,-rpath,{rpath}")
-    cmd += list(extra_flags)
-    subprocess.run(cmd, check=True, capture_output=True)
-    src.unlink()
+    compile_c(out, "\n".join(body) + "\n", soname=soname, libs=[lib.name for lib in needed],
+              libdirs=list(dict.fromkeys(lib.parent for lib in needed)), rpath=[rpath] if rpath else (),
+              new_dtags=None, as_needed=False, opt="-O1", extra=extra_flags)
+    out.with_suffix(out.suffix + ".c").unlink()
     return out
 
 
@@ -97,30 +88,11 @@ def make_sdk_tree(root: Path, recipe: Recipe, version: str) -> dict[str, Path]:
     return libs
 
 
-def _record(name: str, data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{name},sha256={digest},{len(data)}"
-
-
 def write_wheel(path: Path, files: dict[str, Path | bytes], *, version: str, requires: list[str],
                 tag: str = f"{PY_TAG}-{PY_TAG}-linux_x86_64") -> Path:
     """A minimal, valid torch_fl wheel holding ``files``."""
-    dist_info = f"torch_fl-{version}.dist-info"
-    meta = "Metadata-Version: 2.1\nName: torch_fl\nVersion: " + version + "\n"
-    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
-    members: dict[str, bytes] = {k: (v.read_bytes() if isinstance(v, Path) else v) for k, v in files.items()}
-    members[f"{dist_info}/METADATA"] = meta.encode()
-    members[f"{dist_info}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: synthetic\nRoot-Is-Purelib: false\nTag: {tag}\n").encode()
-    record = [_record(n, d) for n, d in members.items()] + [f"{dist_info}/RECORD,,"]
-    members[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in members.items():
-            info = zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0))
-            info.external_attr = (0o100755 if data[:4] == b"\x7fELF" else 0o100644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, data)
-    return path
+    return support.wheels.write_wheel(path, files, version=version, tag=tag, requires=requires,
+                                      generator="synthetic")
 
 
 def make_plugin_wheel(work: Path, recipe: Recipe, *, version: str, requires: list[str],

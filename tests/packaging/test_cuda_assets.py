@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from packaging_support import BUNDLERS, run_build, torch_base
-from synthetic import PY_TAG, compile_library, make_plugin_wheel
+from support.wheels import PY_TAG, write_wheel
+from synthetic import compile_library, make_plugin_wheel
 from torch_fl_packaging.configure import installed_torch
 from torch_fl_packaging.elf_read import read_elf
 from torch_fl_packaging.recipe import load_recipe
@@ -41,17 +42,14 @@ def make_cuda_torch_wheel(tmp: Path, torch_lib: Path, *, git_version: str | None
     meta = f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\nRequires-Dist: filelock\n"
     meta += "".join(f"Requires-Dist: {r}\n" for r in CUDA_REQS + NOT_RUNTIME)
     meta += 'Requires-Dist: optree>=0.13.0; extra == "optree"\n'
-    path = tmp / f"torch-{version}-{PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("torch/version.py", f"__version__ = '{version}'\ngit_version = '{git_version or info.git_version}'\n"
-                                        f"cuda = '{cuda}'\n")
-        for lib in (c10_cuda, torch_cuda, nvrtc):
-            zf.write(lib, f"torch/lib/{lib.name}")
-        zf.writestr(f"torch-{version}.dist-info/METADATA", meta)
-        zf.writestr(f"torch-{version}.dist-info/WHEEL",
-                    f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64\n")
-        zf.writestr(f"torch-{version}.dist-info/RECORD", "")
-    return path
+    tag = f"{PY_TAG}-{PY_TAG}-manylinux_2_28_x86_64"
+    files: dict[str, bytes | Path] = {
+        "torch/version.py": (f"__version__ = '{version}'\ngit_version = '{git_version or info.git_version}'\n"
+                             f"cuda = '{cuda}'\n").encode(),
+        **{f"torch/lib/{lib.name}": lib for lib in (c10_cuda, torch_cuda, nvrtc)},
+    }
+    return write_wheel(tmp / f"torch-{version}-{tag}.whl", files, name="torch", version=version, tag=tag,
+                       metadata=meta)
 
 
 @pytest.mark.compile

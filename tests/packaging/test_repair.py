@@ -83,7 +83,7 @@ def test_failed_stage_leaves_no_work_dir(tmp_path: Path, torch_lib: Path) -> Non
 def test_failed_build_keeps_its_log(tmp_path: Path) -> None:
     import shutil
 
-    from packaging_support import REPO
+    from support.paths import REPO
 
     source = tmp_path / "src"
     shutil.copytree(REPO / "bundlers", source / "bundlers")

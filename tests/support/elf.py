@@ -17,11 +17,14 @@ from support.tools import require_tool
 
 def compile_c(out: Path, source: str, *, soname: str | None = None, libs: Sequence[str] = (),
               libdirs: Sequence[Path] = (), rpath: Sequence[str] = (), new_dtags: bool | None = True,
-              version_script: str | None = None, opt: str = "-O0", extra: Sequence[str] = ()) -> Path:
+              as_needed: bool | None = None, version_script: str | None = None, opt: str = "-O0",
+              extra: Sequence[str] = ()) -> Path:
     """Compile `source` into the shared library `out`.
 
     `libs` are linked by file name (`-l:libx.so.1`) from `libdirs`; `rpath` entries go into one
     DT_RUNPATH (`new_dtags=True`), one DT_RPATH (`False`) or whatever the linker defaults to (`None`).
+    `as_needed=False` records every library in `libs` as DT_NEEDED, used or not (distributions
+    differ in the linker's default, so a fixture that needs the entry says so).
     """
     gcc = require_tool("gcc", "apt-get install gcc")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -30,6 +33,8 @@ def compile_c(out: Path, source: str, *, soname: str | None = None, libs: Sequen
     cmd = [gcc, "-shared", "-fPIC", opt, "-o", str(out), str(src)]
     if soname:
         cmd.append(f"-Wl,-soname,{soname}")
+    if as_needed is not None:
+        cmd.append("-Wl,--as-needed" if as_needed else "-Wl,--no-as-needed")
     cmd += [f"-L{d}" for d in libdirs]
     cmd += [f"-l:{lib}" for lib in libs]
     if rpath:
