@@ -13,48 +13,40 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
+
+from support.elf import read_dynamic
 
 torch_fl = pytest.importorskip("torch_fl")
 LIBRARY = Path(torch_fl.__file__).parent / "lib" / "libflagos_hostrt.so"
 PLUGIN = next(Path(torch_fl.__file__).parent.glob("_C*.so"))
 
 
-def _dynamic(path: Path) -> dict[str, list[str]]:
+def _exported(path: Path) -> list[str]:
+    """Defined global functions and objects of the dynamic symbol table."""
     with path.open("rb") as f:
-        elf = ELFFile(f)
-        section = next(s for s in elf.iter_sections() if isinstance(s, DynamicSection))
-        tags: dict[str, list[str]] = {}
-        for tag in section.iter_tags():
-            for key, attr in (("DT_NEEDED", "needed"), ("DT_SONAME", "soname"), ("DT_RUNPATH", "runpath"),
-                              ("DT_RPATH", "rpath")):
-                if tag.entry.d_tag == key:
-                    tags.setdefault(key, []).append(getattr(tag, attr))
-        exported = sorted(
-            sym.name for sym in elf.get_section_by_name(".dynsym").iter_symbols()
+        return sorted(
+            sym.name for sym in ELFFile(f).get_section_by_name(".dynsym").iter_symbols()
             if sym["st_shndx"] != "SHN_UNDEF" and sym["st_info"]["bind"] == "STB_GLOBAL"
             and sym["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT")
         )
-        tags["exported"] = exported
-        return tags
 
 
 def test_runtime_is_a_separate_library_with_its_own_soname() -> None:
-    tags = _dynamic(LIBRARY)
-    assert tags["DT_SONAME"] == ["libflagos_hostrt.so"]
-    assert tags["DT_RUNPATH"] == ["$ORIGIN"]
-    assert not any("torch" in n or "c10" in n for n in tags["DT_NEEDED"])  # a vendor runtime knows nothing of torch
+    tags = read_dynamic(LIBRARY)
+    assert tags.soname == "libflagos_hostrt.so"
+    assert tags.runpath == ("$ORIGIN",) and tags.rpath == ()
+    assert not any("torch" in n or "c10" in n for n in tags.needed)  # a vendor runtime knows nothing of torch
     # It exports exactly its C API.
-    assert tags["exported"] and all(name.startswith("hostrt") for name in tags["exported"])
+    exported = _exported(LIBRARY)
+    assert exported and all(name.startswith("hostrt") for name in exported)
 
 
 def test_plugin_links_the_runtime_through_an_origin_relative_runpath() -> None:
-    tags = _dynamic(PLUGIN)
-    assert "libflagos_hostrt.so" in tags["DT_NEEDED"]
-    assert tags.get("DT_RUNPATH") == ["$ORIGIN/lib:$ORIGIN/../torch/lib"]
-    assert not any(p.startswith("/") for p in tags["DT_RUNPATH"][0].split(":"))
-    assert tags["exported"] == ["PyInit__C"]
+    tags = read_dynamic(PLUGIN)
+    assert "libflagos_hostrt.so" in tags.needed
+    assert tags.runpath == ("$ORIGIN/lib", "$ORIGIN/../torch/lib") and tags.rpath == ()
+    assert _exported(PLUGIN) == ["PyInit__C"]
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
