@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda_assets" in item.keywords and not cuda_assets:
             item.add_marker(pytest.mark.skip(reason="downloads the CUDA torch wheel; set FLAGOS_TEST_CUDA_ASSETS=1"))
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu") is not None:  # not `in item.keywords`: that also matches tests/gpu/ itself
             if gpu is None:
                 gpu = _gpu_present()
             if not gpu:

@@ -1,5 +1,7 @@
 """The GPU suite runs only where torch_fl was built for the cuda platform and a GPU is present:
-with a CUDA build of torch, or on stock torch+cpu with the cuda-assets wheel."""
+with a CUDA build of torch, or on stock torch+cpu with the cuda-assets wheel.  Its native CUDA
+results come from the reference interpreter (reference.py); the tests of that protocol itself
+(not marked `gpu`) run everywhere."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ torch = pytest.importorskip("torch")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
     reason = None
     try:
         import torch_fl
@@ -20,6 +25,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif not torch.flagos.is_available():
             reason = "needs an NVIDIA GPU (torch_fl's cuda platform sees none)"
     if reason:
-        for item in items:
-            if item.fspath.dirname.endswith("gpu"):
-                item.add_marker(pytest.mark.skip(reason=reason))
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def inputs() -> dict[str, object]:
+    """The inputs of every compared computation, made once on the CPU (gpu_cases.make_inputs)."""
+    from gpu_cases import make_inputs
+
+    return make_inputs()
+
+
+@pytest.fixture(scope="session")
+def native(inputs: dict[str, object]) -> dict[str, object]:
+    """The native-CUDA results of the same computations, from the reference interpreter."""
+    import reference
+    from support.tools import missing
+
+    try:
+        python = reference.interpreter()
+    except reference.Unavailable as e:
+        missing(str(e))
+    return reference.call("gpu_cases:all_results", inputs, "cuda", python=python)

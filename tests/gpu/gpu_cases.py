@@ -1,42 +1,49 @@
 """Computations the GPU suite runs on flagos and, for reference, on native cuda.
 
-The native references run in a separate interpreter (native_reference.py) that
-never registers flagos: once a PrivateUse1 backend is registered,
-at::getAccelerator() is PrivateUse1, and PyTorch's autograd engine then fails any
-backward over *CUDA* tensors with `opt_ready_stream && opt_parent_stream`
-(pytorch/pytorch#161129).  Forward-only references run in-process.
+The inputs are made once, on the CPU, in the test process (`make_inputs`); the same
+functions then run them on `flagos` there and on `cuda` in the reference interpreter
+(reference.py says which interpreter and why it is another one), so the two sides
+never depend on two torch builds drawing the same random numbers.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from op_cases import BACKWARD_CASES, F32, Case, flat
+from op_cases import BACKWARD_CASES, CASES, F32, Case, flat
+
 # torch.cuda's Python API exists only in CUDA builds of torch; on stock torch+cpu
 # with the cuda-assets wheel, CUDA tensors and kernels work but torch.cuda.* does not.
 NATIVE_CUDA_API = torch.version.cuda is not None
 SDPA_DTYPES = (torch.float32, torch.bfloat16)
+BY_NAME = {c.name: c for c in CASES}
 
 
-def backward_grads(case: Case, device: str) -> list[torch.Tensor | None]:
-    g = torch.Generator().manual_seed(1)
-    inputs = list(case.inputs(F32, g))
+def case_id(case: Case, dtype: torch.dtype) -> str:
+    return f"{case.name}-{str(dtype).removeprefix('torch.')}"
+
+
+def forward_outputs(case_name: str, inputs: list[torch.Tensor], device: str) -> list[torch.Tensor]:
+    return [t.cpu() for t in flat(BY_NAME[case_name].fn(*[t.to(device) for t in inputs]))]
+
+
+def backward_grads(case_name: str, inputs: list[torch.Tensor], device: str) -> list[torch.Tensor | None]:
     leaves = [t.detach().to(device, copy=True).requires_grad_(t.is_floating_point()) for t in inputs]
-    outs = [o for o in flat(case.fn(*leaves)) if o.requires_grad]
-    weights = torch.Generator().manual_seed(2)
-    sum((o * torch.rand(o.shape, generator=weights).to(device)).sum() for o in outs).backward()
+    outs = [o for o in flat(BY_NAME[case_name].fn(*leaves)) if o.requires_grad]
+    # Fixed, unequal weights per output element: every gradient entry matters, no random numbers.
+    sum((o * torch.linspace(0.5, 1.5, o.numel()).reshape(o.shape).to(device)).sum() for o in outs).backward()
     return [None if leaf.grad is None else leaf.grad.cpu() for leaf in leaves]
 
 
-def train_losses(device: str) -> list[float]:
-    torch.manual_seed(0)
+def train_losses(device: str, state: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> list[float]:
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Flatten(),
         torch.nn.Linear(8 * 8 * 8, 10),
-    ).to(device)
+    )
+    model.load_state_dict(state)
+    model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(16, 3, 8, 8, generator=g).to(device), torch.randint(0, 10, (16,), generator=g).to(device)
+    x, y = x.to(device), y.to(device)
     losses = []
     for _ in range(8):
         optimizer.zero_grad()
@@ -47,18 +54,42 @@ def train_losses(device: str) -> list[float]:
     return losses
 
 
-def sdpa(device: str, dtype: torch.dtype) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(5)
-    q, k, v = (torch.randn(2, 8, 128, 64, generator=g).to(dtype) for _ in range(3))
+def sdpa(device: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> list[torch.Tensor]:
     leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
     out = F.scaled_dot_product_attention(*leaves, is_causal=True)
     out.float().square().sum().backward()
     return [out.detach().cpu(), *[leaf.grad.cpu() for leaf in leaves]]
 
 
-def all_references(device: str) -> dict[str, object]:
+def make_inputs() -> dict[str, object]:
+    """Every input of the suite's compared computations, on the CPU (torch.save-able)."""
+    forward = {}
+    for case in CASES:
+        for dtype in case.dtypes:
+            forward[case_id(case, dtype)] = list(case.inputs(dtype, torch.Generator().manual_seed(0)))
+    backward = {c.name: list(c.inputs(F32, torch.Generator().manual_seed(1))) for c in BACKWARD_CASES}
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.Linear(8 * 8 * 8, 10),
+    )
+    g = torch.Generator().manual_seed(1)
+    train = {"state": model.state_dict(), "x": torch.randn(16, 3, 8, 8, generator=g),
+             "y": torch.randint(0, 10, (16,), generator=g)}
+    g = torch.Generator().manual_seed(5)
+    attention = {str(d): [torch.randn(2, 8, 128, 64, generator=g).to(d) for _ in range(3)] for d in SDPA_DTYPES}
+    return {"forward": forward, "backward": backward, "train": train, "sdpa": attention}
+
+
+def all_results(inputs: dict[str, object], device: str) -> dict[str, object]:
+    """Every compared result on `device`: in the reference interpreter with "cuda"."""
+    forward: dict[str, list[torch.Tensor]] = {}
+    for key, args in inputs["forward"].items():  # type: ignore[attr-defined]
+        forward[key] = forward_outputs(key.rsplit("-", 1)[0], args, device)
+    train = inputs["train"]
     return {
-        "backward": {c.name: backward_grads(c, device) for c in BACKWARD_CASES},
-        "train": train_losses(device),
-        "sdpa": {str(d): sdpa(device, d) for d in SDPA_DTYPES},
+        "forward": forward,
+        "backward": {name: backward_grads(name, args, device) for name, args in inputs["backward"].items()},  # type: ignore[attr-defined]
+        "train": train_losses(device, train["state"], train["x"], train["y"]),  # type: ignore[index]
+        "sdpa": {key: sdpa(device, *qkv) for key, qkv in inputs["sdpa"].items()},  # type: ignore[attr-defined]
     }

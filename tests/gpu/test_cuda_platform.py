@@ -1,48 +1,32 @@
-"""The cuda platform on a real GPU: every result compared with native `cuda` tensors."""
+"""The cuda platform on a real GPU: every result compared with native `cuda` tensors, computed by
+PyTorch's own CUDA backend in the reference interpreter (reference.py; fixtures in conftest.py)."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from gpu_cases import BACKWARD_CASES, NATIVE_CUDA_API, SDPA_DTYPES, backward_grads, sdpa, train_losses
+from gpu_cases import BACKWARD_CASES, NATIVE_CUDA_API, SDPA_DTYPES, backward_grads, case_id, sdpa, train_losses
 from op_cases import Case, dtype_params, flat
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize(("case", "dtype"), dtype_params())
-def test_forward_matches_native_cuda(case: Case, dtype: torch.dtype) -> None:
-    g = torch.Generator().manual_seed(0)
-    inputs = list(case.inputs(dtype, g))
-    expected = flat(case.fn(*[t.to("cuda") for t in inputs]))
-    actual = flat(case.fn(*[t.to("flagos") for t in inputs]))
+def test_forward_matches_native_cuda(case: Case, dtype: torch.dtype, inputs: dict, native: dict) -> None:
+    key = case_id(case, dtype)
+    expected = native["forward"][key]
+    actual = flat(case.fn(*[t.to("flagos") for t in inputs["forward"][key]]))
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected):
         assert a.device.type == "flagos" and a.dtype == e.dtype and a.shape == e.shape
-        torch.testing.assert_close(a.cpu(), e.cpu(), **case.tol)
-
-
-@pytest.fixture(scope="session")
-def native(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """Native-cuda references computed in an interpreter that never registers flagos (gpu_cases.py says why)."""
-    out = tmp_path_factory.mktemp("native") / "reference.pt"
-    # Autoloading off, startup hook on: on stock torch+cpu the hook loads the CUDA pieces.
-    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    subprocess.run([sys.executable, str(Path(__file__).with_name("native_reference.py")), str(out)], env=env,
-                   check=True, timeout=600)
-    return torch.load(out)
+        torch.testing.assert_close(a.cpu(), e, **case.tol)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in BACKWARD_CASES])
-def test_backward_matches_native_cuda(case: Case, native: dict[str, object]) -> None:
+def test_backward_matches_native_cuda(case: Case, inputs: dict, native: dict) -> None:
     expected = native["backward"][case.name]
-    for a, e in zip(backward_grads(case, "flagos"), expected):
+    for a, e in zip(backward_grads(case.name, inputs["backward"][case.name], "flagos"), expected):
         assert (a is None) == (e is None)
         if e is not None:
             torch.testing.assert_close(a, e, **case.tol)
@@ -64,14 +48,16 @@ def test_results_are_zero_copy_and_share_the_cuda_pool() -> None:
     assert torch.flagos.memory_allocated() == before
 
 
-def test_training_loop_matches_native_cuda(native: dict[str, object]) -> None:
-    assert train_losses("flagos") == pytest.approx(native["train"], rel=1e-4, abs=1e-5)
+def test_training_loop_matches_native_cuda(inputs: dict, native: dict) -> None:
+    train = inputs["train"]
+    losses = train_losses("flagos", train["state"], train["x"], train["y"])
+    assert losses == pytest.approx(native["train"], rel=1e-4, abs=1e-5)
 
 
 @pytest.mark.parametrize("dtype", SDPA_DTYPES, ids=str)
-def test_scaled_dot_product_attention_forward_and_backward(dtype: torch.dtype, native: dict[str, object]) -> None:
+def test_scaled_dot_product_attention_forward_and_backward(dtype: torch.dtype, inputs: dict, native: dict) -> None:
     tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-4, "rtol": 1e-4}
-    for a, e in zip(sdpa("flagos", dtype), native["sdpa"][str(dtype)]):
+    for a, e in zip(sdpa("flagos", *inputs["sdpa"][str(dtype)]), native["sdpa"][str(dtype)]):
         torch.testing.assert_close(a, e, **tol)
 
 
