@@ -38,11 +38,14 @@ def parser() -> argparse.ArgumentParser:
         description="Build, bundle, repair, describe and verify the torch_fl wheel of one platform.",
     )
     p.add_argument("--platform", required=True, help="recipe name in bundlers/ (host, cuda, metax, ...)")
-    p.add_argument("--sdk-root", type=Path, help="vendor SDK directory (default: the recipe's env variable, then prefix)")
+    p.add_argument("--sdk-root", type=Path,
+                   help="vendor SDK directory (default: the recipe's env variable, then prefix)")
     p.add_argument("--sdk-version", help="SDK version (default: read from the SDK tree's version file)")
     p.add_argument("--vendor-torch", type=Path, help="vendor or CUDA torch: a torch-*.whl or a torch/lib directory")
-    p.add_argument("--out", type=Path, default=Path("dist"), help="directory the verified wheel is moved into (default: dist)")
-    p.add_argument("--source", type=Path, help="torch_fl source tree (default: the checkout around the current directory)")
+    p.add_argument("--out", type=Path, default=Path("dist"),
+                   help="directory the verified wheel is moved into (default: dist)")
+    p.add_argument("--source", type=Path,
+                   help="torch_fl source tree (default: the checkout around the current directory)")
     p.add_argument("--from-wheel", type=Path, help="skip the build stage and start from this built torch_fl wheel")
     p.add_argument("--compress-level", type=int, default=6, help="deflate level of the final wheel, 0-9 (default 6)")
     p.add_argument("--jobs", type=int, default=None, help="compression threads (default: CPU count)")
@@ -126,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("torch-fl-build: interrupted; --out is untouched", file=sys.stderr)
         return 130
-    except Exception as exc:  # an unexpected failure is a bug: one line unless --debug
+    except Exception as exc:  # noqa: BLE001 - an unexpected failure is a bug: one line unless --debug
         if args.debug:
             traceback.print_exc()
         print(f"torch-fl-build: internal error: {type(exc).__name__}: {exc} — rerun with --debug and report it",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import Requirement
+
 from torch_fl_preflight import schema as preflight_schema
 
 from .bundle import Origin, Staged

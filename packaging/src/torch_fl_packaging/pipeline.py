@@ -51,7 +51,7 @@ class Options:
 class Reporter:
     """Progress on stderr (rich) and the per-stage timings."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled
         self.timings: dict[str, float] = {}
         self._progress: Any = None

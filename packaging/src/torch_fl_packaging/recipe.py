@@ -284,7 +284,8 @@ def _validate(recipe: Recipe, path: Path) -> None:
     if recipe.kind not in BUNDLE_KINDS:
         raise bad("unknown bundle kind", recipe.kind, _did_you_mean(recipe.kind, BUNDLE_KINDS)
                   or "one of " + ", ".join(BUNDLE_KINDS))
-    local_probe = _expand(recipe.wheel.local_version, {"sdk_version": "1.0", "sdk_version_nodots": "10", "cuda_version": "1.0"})
+    local_probe = _expand(recipe.wheel.local_version,
+                          {"sdk_version": "1.0", "sdk_version_nodots": "10", "cuda_version": "1.0"})
     if "{" in local_probe or not _LOCAL_RE.match(local_probe):
         raise bad("wheel.local_version is not a valid local version template",
                   recipe.wheel.local_version, "use lowercase letters, digits, dots and {sdk_version}")
@@ -316,7 +317,7 @@ def _validate(recipe: Recipe, path: Path) -> None:
         raise bad("native-sdk names the SDK library directories in the plugin's RPATH", None,
                   "set bundle.plugin_rpath")
     for entry in (*b.rpath, *b.plugin_rpath):
-        if not (entry.startswith("$ORIGIN") or entry.startswith("/")):
+        if not entry.startswith(("$ORIGIN", "/")):
             raise bad("an RPATH entry must start with $ORIGIN or /", entry, "use $ORIGIN-relative paths")
         if entry.startswith("/") and not any(entry == p or entry.startswith(p.rstrip("/") + "/")
                                              for p in recipe.prefixes):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import Requirement
+
 from torch_fl_preflight.host_checks import unmet_requirements
 from torch_fl_preflight.host_env import HostEnv
 

@@ -94,7 +94,7 @@ def check_wheel(path: str, host_for: HostSource | None, opts: Options) -> Subjec
     report = SubjectReport(os.path.basename(path))
     with WheelArchive(path) as whl:
         meta = wheel_checks.read_wheel_metadata(whl)
-        wheel_checks.check_identity(whl, meta, report)
+        wheel_checks.check_identity(meta, report)
         scan = WheelPayload(whl, "")
         digests = wheel_checks.check_record(whl, meta, report, scan)
         manifest = read_wheel_manifest(whl, meta)
@@ -138,7 +138,7 @@ def _host_and_gates(
 ) -> None:
     host_checks.check_tags(host, tags, report)
     model = elf_gates.LoaderModel(host, members, manifest)
-    host_checks.check_floors(host, manifest, model, report)
+    host_checks.check_floors(manifest, model, report)
     host_checks.check_torch_install(host, manifest, model, opts.host, report)
     host_checks.check_runtime_dirs(host, manifest, report)
     host_checks.check_sdk(host, manifest, opts.host, report)

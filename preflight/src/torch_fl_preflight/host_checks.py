@@ -64,7 +64,7 @@ def _highest(verdef: tuple[str, ...], prefix: str) -> str | None:
     return max(found, key=_vkey) if found else None
 
 
-def check_floors(host: HostEnv, manifest: dict[str, Any], model: LoaderModel, report: SubjectReport) -> None:
+def check_floors(manifest: dict[str, Any], model: LoaderModel, report: SubjectReport) -> None:
     """The manifest's glibc/libstdc++ floors against the host's libc.so.6 and libstdc++.so.6.
 
     The ELF gate elf.versions checks each required version; this is the one-line summary a

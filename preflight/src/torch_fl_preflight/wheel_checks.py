@@ -91,7 +91,7 @@ def read_wheel_metadata(whl: WheelArchive) -> WheelMetadata:
     )
 
 
-def check_identity(whl: WheelArchive, meta: WheelMetadata, report: SubjectReport) -> None:
+def check_identity(meta: WheelMetadata, report: SubjectReport) -> None:
     _n, fname_version, _b, _t = parse_wheel_filename(meta.filename)
     fname_name = parse_wheel_filename(meta.filename)[0]
     problems = []
