@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from packaging_support import BUNDLERS, run_build, torch_base
+from packaging_support import BUNDLERS, build_env, run_build, torch_base
 from support.wheels import PY_TAG, write_wheel
 from synthetic import compile_library, make_plugin_wheel
 from torch_fl_packaging.configure import installed_torch
@@ -52,18 +52,41 @@ def make_cuda_torch_wheel(tmp: Path, torch_lib: Path, *, git_version: str | None
                        metadata=meta)
 
 
+def make_runtime_wheels(tmp: Path) -> Path:
+    """SYNTHETIC stand-ins for CUDA_REQS, in a --find-links directory: verify installs them into its
+    target (the nvidia-cuda-runtime one carries libcudart.so.13 where the real one does), so nothing is
+    downloaded."""
+    links = tmp / "links"
+    plat = "py3-none-manylinux_2_17_x86_64"
+    cudart = tmp / "cuda-torch-build/nvidia/cu13/lib/libcudart.so.13"
+    write_wheel(links / f"nvidia_cuda_runtime-13.0.96-{plat}.whl", {"nvidia/cu13/lib/libcudart.so.13": cudart},
+                name="nvidia_cuda_runtime", version="13.0.96", tag=plat)
+    write_wheel(links / f"nvidia_nccl_cu13-2.28.9-{plat}.whl", {"nvidia/nccl/__init__.py": b""},
+                name="nvidia_nccl_cu13", version="2.28.9", tag=plat)
+    toolkit = "Metadata-Version: 2.1\nName: cuda-toolkit\nVersion: 13.0.2\nProvides-Extra: cublas\nProvides-Extra: cudart\n"
+    write_wheel(links / "cuda_toolkit-13.0.2-py3-none-any.whl", {"cuda_toolkit_stub/__init__.py": b""},
+                name="cuda_toolkit", version="13.0.2", tag="py3-none-any", metadata=toolkit)
+    return links
+
+
 @pytest.mark.compile
 def test_cuda_assets_layout_rpath_and_requirements(tmp_path: Path, torch_lib: Path) -> None:
     cuda_wheel = make_cuda_torch_wheel(tmp_path, torch_lib)
+    links = make_runtime_wheels(tmp_path)
     base = torch_base()
     reqs = [f"torch=={base}", *CUDA_REQS]
     plugin = make_plugin_wheel(tmp_path, load_recipe("cuda", BUNDLERS), version=f"{base}+cuda13.0", requires=reqs,
                                torch_lib=torch_lib)
     out = tmp_path / "out"
+    env = build_env()
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the user's cache is neither read nor filled
     res = run_build(["--platform", "cuda", "--vendor-torch", str(cuda_wheel), "--from-wheel", str(plugin),
-                     "--out", str(out), "--json"])
+                     "--find-links", str(links), "--out", str(out), "--json"], env=env)
     assert res.rc == 0, res.stderr
     summary = res.json
+    # verify proved the bundled libraries against the runtime wheels pip installed beside stock torch
+    assert summary["verify"]["preflight"] == "passed"
+    assert summary["verify"]["target"]["installed"] == CUDA_REQS and not summary["verify"]["target"]["downloaded"]
     assert summary["wheel"]["version"] == f"{base}+cuda13.0"
     assert summary["requirements"] == reqs  # derived from the CUDA wheel's METADATA, extras dropped
     tree = tmp_path / "tree"
