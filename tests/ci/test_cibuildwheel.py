@@ -9,17 +9,18 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 from support.paths import REPO
 
 CONFIG = REPO / "ci" / "cibuildwheel.toml"
 pytest.importorskip("cibuildwheel", reason="cibuildwheel is not installed (ci/requirements-test.txt lists it)")
 
 
-def identifiers(platform: str) -> subprocess.CompletedProcess[str]:
+def identifiers(platform: str, *options: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(
-        [str(REPO / "ci" / "cibuildwheel.sh"), platform, "--print-build-identifiers"],
+        [str(REPO / "ci" / "cibuildwheel.sh"), platform, *options, "--print-build-identifiers"],
         capture_output=True,
         text=True,
         env=env,
@@ -39,6 +40,21 @@ def test_build_identifier_is_the_recipes_python(platform: str, expected: str) ->
     assert done.stdout.split() == [expected]
 
 
+def test_every_python_is_the_configurations_list() -> None:
+    if shutil.which("python3") is None:
+        pytest.skip("ci/cibuildwheel.sh needs python3 on PATH")
+    configured = tomllib.loads(CONFIG.read_text())["tool"]["cibuildwheel"]["build"].split()
+    done = identifiers("host", "--every-python")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == configured
+    assert len(configured) > 1 and "cp311-manylinux_x86_64" in configured
+
+
+def test_a_workflow_builds_with_it() -> None:
+    release = (REPO / ".github" / "workflows" / "release.yml").read_text()
+    assert "ci/cibuildwheel.sh host --every-python" in release
+
+
 def test_stand_in_is_never_built_for_release() -> None:
     done = identifiers("host-forked")
     assert done.returncode != 0 and "stand-in" in done.stderr
@@ -56,6 +72,8 @@ def test_options_resolve_to_this_projects_stages() -> None:
     assert "auditwheel" not in build.repair_command
     assert build.build_frontend.args == ["--no-isolation"]
     assert "torch==$TORCH_VERSION" in build.before_build
+    # The test environment gets stock torch+cpu and preflight before the wheel (test-command needs both).
+    assert "torch==$TORCH_VERSION" in build.before_test and "{project}/preflight" in build.before_test
     environment = build.environment.as_dictionary(prev_environment=env)
     assert environment["FLAGOS_PLATFORM"] == "host" and environment["TORCH_INDEX_URL"].startswith("https://")
 
