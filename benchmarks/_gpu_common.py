@@ -1,60 +1,143 @@
-"""What the GPU benchmarks share: timing on CUDA events, medians, JSON out."""
+"""What the GPU benchmarks share: the native side in a reference interpreter, timing on device
+events with the two sides taking turns, medians, JSON out.
+
+flagos runs in the benchmark's own process.  Native CUDA runs in a child: the same script with
+`--native-child`, started with the *reference interpreter* (`--reference-python`, default this
+interpreter when its torch is a CUDA build), with backend autoloading and torch_fl's startup
+hook off, so flagos is never registered there.  Two reasons: on stock torch+cpu with the
+cuda-assets wheel torch has no CUDA backend of its own (`torch.cuda` is not compiled), and with
+a PrivateUse1 backend registered the autograd engine rejects backward over CUDA tensors
+(`opt_ready_stream && opt_parent_stream`, pytorch/pytorch#161129).  The parent asks the child
+for one measurement at a time over a pipe (one JSON line per command), so the two alternate.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+# The child must never register flagos (see above).
+CHILD_ENV = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "FLAGOS_NO_STARTUP_HOOK": "1"}
+
 
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", help="also write the JSON here")
+    p.add_argument("--reference-python", help="the interpreter with a CUDA build of torch that runs the native"
+                   " side (default: this one, when its torch is a CUDA build)")
+    p.add_argument("--native-child", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
-def median_ms(fns: dict[str, Callable[[], object]], repeats: int, warmup: int, inner: int = 1) -> dict[str, float]:
-    """Per device (the key), the median over `repeats` of the time of `inner` calls of its
-    function, per call, in milliseconds (device events).  The devices take turns, repeat by
-    repeat, so a drift of the machine's speed (clocks, a shared host) affects them alike.
+def reference_python(given: str | None) -> str:
+    """The interpreter of the native side; exits 2 with the fix when there is none."""
+    if given:
+        return given
+    if torch.version.cuda:
+        return sys.executable
+    print(f"this torch ({torch.__version__}) is not a CUDA build: give --reference-python, a Python whose torch is"
+          " one (for example the GPU machine's own), for the native side", file=sys.stderr)
+    sys.exit(2)
 
-    torch.Event, not torch.cuda.Event: on stock torch+cpu with the cuda-assets
-    wheel the CUDA runtime is there but torch.cuda's Python API is not.
+
+def event_timer(device: str, fn: Callable[[], object], inner: int) -> Callable[[], float]:
+    """A function that times `inner` calls of `fn` with `device` events and returns ms per call.
+
+    torch.Event, not torch.cuda.Event: it serves flagos and cuda alike, and on stock torch+cpu
+    with the cuda-assets wheel the CUDA runtime is there but torch.cuda's Python API is not.
     """
-    for fn in fns.values():
-        for _ in range(warmup):
+
+    def time_once() -> float:
+        start = torch.Event(device=torch.device(device), enable_timing=True)
+        end = torch.Event(device=torch.device(device), enable_timing=True)
+        start.record()
+        for _ in range(inner):
             fn()
-    times: dict[str, list[float]] = {device: [] for device in fns}
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / inner
+
+    return time_once
+
+
+def median_ms(timers: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """Per side (the key), the median over `repeats` of what its timer returns.  The sides take
+    turns, repeat by repeat, so a drift of the machine's speed (clocks, a shared host) affects them
+    alike."""
+    times: dict[str, list[float]] = {side: [] for side in timers}
     for _ in range(repeats):
-        for device, fn in fns.items():
-            start = torch.Event(device=torch.device(device), enable_timing=True)
-            end = torch.Event(device=torch.device(device), enable_timing=True)
-            start.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            end.synchronize()
-            times[device].append(start.elapsed_time(end) / inner)
-    return {device: statistics.median(t) for device, t in times.items()}
+        for side, timer in timers.items():
+            times[side].append(timer())
+    return {side: statistics.median(t) for side, t in times.items()}
 
 
-def environment() -> dict[str, Any]:
+class NativeChild:
+    """Parent side: `script --native-child ARGS` in the reference interpreter, driven over a pipe."""
+
+    def __init__(self, python: str, script: str, *args: str) -> None:
+        self.child = subprocess.Popen([python, script, "--native-child", *args], env={**os.environ, **CHILD_ENV},
+                                      text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def ask(self, command: str, *args: str) -> dict:
+        assert self.child.stdin is not None and self.child.stdout is not None
+        self.child.stdin.write(" ".join((command, *args)) + "\n")
+        self.child.stdin.flush()
+        line = self.child.stdout.readline()
+        if not line:
+            raise SystemExit(f"the native child exited ({self.child.wait()}); see its stderr above")
+        return json.loads(line)
+
+    def close(self) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        self.child.wait()
+
+
+def serve(commands: dict[str, Callable[..., dict]]) -> None:
+    """Child side: answer one JSON line per command line read from stdin (`name arg...`); `environment`
+    is always there."""
+    if "torch_fl" in sys.modules:
+        raise SystemExit("torch_fl is loaded in the native child: its results would not be native")
+    commands = {"environment": lambda: {"torch": torch.__version__, "cuda": torch.version.cuda,
+                                        "python": sys.version.split()[0]}, **commands}
+    for line in sys.stdin:
+        name, *args = line.split()
+        print(json.dumps(commands[name](*args)), flush=True)
+
+
+def share_cores(count: int = 2) -> list[int]:
+    """Pin this process, and so the native child it starts, to the same `count` cores.
+
+    The two take turns on the same cores, so a difference between cores (clock,
+    busy neighbours on a shared host) cannot favour either.  The last cores of the
+    allowed set: the first ones tend to serve interrupts.
+    """
+    cores = sorted(os.sched_getaffinity(0))[-count:]
+    os.sched_setaffinity(0, cores)
+    return cores
+
+
+def environment(native: dict[str, Any] | None = None) -> dict[str, Any]:
     import torch_fl
 
-    return {"gpu": _gpu_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "torch_fl": torch_fl.build_config.PLATFORM}
+    env = {"gpu": _gpu_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+           "torch_fl": torch_fl.build_config.PLATFORM}
+    if native is not None:
+        env["native_reference"] = native
+    return env
 
 
 def _gpu_name() -> str:
     if torch.version.cuda:
         return torch.cuda.get_device_name(0)
-    import subprocess
-
     try:
         return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -62,8 +145,9 @@ def _gpu_name() -> str:
         return "unknown"
 
 
-def emit(report: dict[str, Any], out: str | None) -> int:
-    text = json.dumps({"version": 1, **environment(), **report}, indent=2)
+def emit(report: dict[str, Any], out: str | None, native: dict[str, Any] | None = None) -> int:
+    """Print (and with `out` write) the report with the environment of both sides."""
+    text = json.dumps({"version": 1, **environment(native), **report}, indent=2)
     print(text)
     if out:
         with open(out, "w", encoding="utf-8") as f:

@@ -1,18 +1,22 @@
 """Small-op latency on the GPU: flagos against native cuda, eager, 1024 elements.
 
-Per op, the median (over 15 repeats of 500 calls, after warm-up, native and flagos
-taking turns) of the time per call measured with CUDA events around the calls: for such small ops that is the
-host-side dispatch cost.  Goal: flagos/native <= 1.5.
+Per op, the median (over 15 repeats of 500 calls, after 200 warm-up calls) of the time per call
+measured with CUDA events around the calls: for such small ops that is the host-side dispatch
+cost.  flagos runs here, native cuda in the reference interpreter (`--reference-python`,
+_gpu_common.py says why), both pinned to the same two cores; the two take turns repeat by
+repeat.  Goal: flagos/native <= 1.5.
 
-    python benchmarks/gpu_small_ops.py [--out gpu_small_ops.json]
+    python benchmarks/gpu_small_ops.py [--out gpu_small_ops.json] [--reference-python PY]
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import torch
-from _gpu_common import emit, median_ms, parser, require_flagos
+from _gpu_common import (NativeChild, emit, event_timer, median_ms, parser, reference_python, require_flagos, serve,
+                         share_cores)
 
 OPS = {
     "add": lambda a, b: a + b,
@@ -20,23 +24,45 @@ OPS = {
     "relu": lambda a, b: torch.relu(a),
     "sum": lambda a, b: a.sum(),
 }
+REPEATS, WARMUP, INNER = 15, 200, 500
+
+
+def timers(device: str) -> dict[str, Callable[[], float]]:
+    """Per op, a timer of INNER calls on `device`, after the warm-up."""
+    out = {}
+    for name, op in OPS.items():
+        a, b = torch.randn(1024, device=device), torch.randn(1024, device=device)
+        call = lambda a=a, b=b, op=op: op(a, b)  # noqa: E731
+        for _ in range(WARMUP):
+            call()
+        out[name] = event_timer(device, call, INNER)
+    return out
 
 
 def main() -> int:
     args = parser(__doc__.splitlines()[0]).parse_args()
+    if args.native_child:
+        native_timers = timers("cuda")
+        serve({"time": lambda op: {"ms": native_timers[op]()}})
+        return 0
     require_flagos()
-    results = {}
-    for name, op in OPS.items():
-        args_of = {device: (torch.randn(1024, device=device), torch.randn(1024, device=device))
-                   for device in ("cuda", "flagos")}
-        ms = median_ms({d: (lambda a=a, b=b, op=op: op(a, b)) for d, (a, b) in args_of.items()},
-                       repeats=15, warmup=200, inner=500)
-        per = {d: t * 1000 for d, t in ms.items()}
-        results[name] = {"native_us": round(per["cuda"], 2), "flagos_us": round(per["flagos"], 2),
-                         "ratio": round(per["flagos"] / per["cuda"], 3)}
+    cores = share_cores()
+    native = NativeChild(reference_python(args.reference_python), __file__)
+    try:
+        flagos = timers("flagos")
+        results = {}
+        for name in OPS:
+            ms = median_ms({"cuda": lambda name=name: native.ask("time", name)["ms"], "flagos": flagos[name]},
+                           repeats=REPEATS)
+            per = {d: t * 1000 for d, t in ms.items()}
+            results[name] = {"native_us": round(per["cuda"], 2), "flagos_us": round(per["flagos"], 2),
+                             "ratio": round(per["flagos"] / per["cuda"], 3)}
+        native_env = native.ask("environment")
+    finally:
+        native.close()
     ratios = [r["ratio"] for r in results.values()]
-    return emit({"benchmark": "gpu_small_ops", "elements": 1024, "ops": results, "max_ratio": max(ratios),
-                 "goal_max_ratio": 1.5}, args.out)
+    return emit({"benchmark": "gpu_small_ops", "elements": 1024, "cores": cores, "ops": results,
+                 "max_ratio": max(ratios), "goal_max_ratio": 1.5}, args.out, native_env)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Where a flagos training step spends its host time, against native cuda: per phase and per operator.
 
-The model and step are gpu_transformer.py's (its Trainer), native in a child
-process on the same two cores as there.  After 3 warm-up steps each, the two take turns (`--rounds`
+The model and step are gpu_transformer.py's (its Trainer), native in the reference
+interpreter (`--reference-python`) on the same two cores as there.  After 3 warm-up steps each, the two take turns (`--rounds`
 times): the median time of the forward (with the loss), backward and optimizer
 phases over `--steps` steps (the device is synchronised between phases), then one
 profiled step (torch.profiler, CPU activity): per operator, the number of calls
@@ -14,14 +14,13 @@ time on flagos.  A diagnostic, not a goal: gpu_transformer.py measures the goal.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
 import torch
-from _gpu_common import emit, parser, require_flagos
-from gpu_transformer import NativeTrainer, Trainer, serve, share_cores
+from _gpu_common import emit, parser, reference_python, require_flagos, share_cores
+from gpu_transformer import NativeTrainer, Trainer, serve_trainer
 
 
 def profile(trainer: Trainer, steps: int) -> dict:
@@ -57,18 +56,18 @@ def fastest(rounds: list[dict]) -> dict:
 
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--native-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--top", type=int, default=40)
     args = p.parse_args()
     if args.native_child:
         trainer = Trainer("cuda")
-        serve(trainer, {"profile": lambda: profile(trainer, args.steps)})
+        serve_trainer(trainer, {"profile": lambda: profile(trainer, args.steps)})
         return 0
     require_flagos()
     share_cores()
-    native, flagos = NativeTrainer(__file__, "--steps", str(args.steps)), Trainer("flagos")
+    native = NativeTrainer(reference_python(args.reference_python), __file__, "--steps", str(args.steps))
+    flagos = Trainer("flagos")
     try:
         for _ in range(3):
             native.step()

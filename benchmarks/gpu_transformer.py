@@ -9,28 +9,22 @@ tokens/s of each over `--steps` steps, the median of the per-pair throughput
 ratios, and each run's peak memory.  Goals: flagos >= 0.90 of native tokens/s,
 peak memory <= 1.05 of native.
 
-The native model lives in a child interpreter that never registers flagos: with
-a PrivateUse1 backend registered, at::getAccelerator() is PrivateUse1 and
-PyTorch's autograd engine rejects any backward over CUDA tensors
-(`opt_ready_stream && opt_parent_stream`, pytorch/pytorch#161129).  The parent
-asks it for one step at a time over a pipe.
+The native model lives in the reference interpreter (`--reference-python`, a
+Python with a CUDA build of torch; _gpu_common.py says why), which never registers
+flagos.  The parent asks it for one step at a time over a pipe.
 
-    python benchmarks/gpu_transformer.py [--out gpu_transformer.json] [--steps 30]
+    python benchmarks/gpu_transformer.py [--out gpu_transformer.json] [--steps 30] [--reference-python PY]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 
 import torch
-from _gpu_common import emit, parser, require_flagos
+from _gpu_common import NativeChild, emit, parser, reference_python, require_flagos, serve, share_cores
 
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
 
@@ -80,42 +74,14 @@ class Trainer:
                 "last_loss": round(self.loss, 5)}
 
 
-def serve(trainer: Trainer, extra: dict[str, Callable[[], dict]] | None = None) -> None:
-    """Child side: answer one JSON line per command read from stdin (step, reset_peak, stats, extra's)."""
-    commands = {"step": lambda: {"ms": trainer.step()}, "reset_peak": lambda: trainer.reset_peak() or {},
-                "stats": trainer.stats, **(extra or {})}
-    for line in sys.stdin:
-        print(json.dumps(commands[line.strip()]()), flush=True)
+def serve_trainer(trainer: Trainer, extra: dict[str, Callable[..., dict]] | None = None) -> None:
+    """Child side: answer step, reset_peak, stats (and extra's commands) for `trainer`."""
+    serve({"step": lambda: {"ms": trainer.step()}, "reset_peak": lambda: trainer.reset_peak() or {},
+           "stats": trainer.stats, **(extra or {})})
 
 
-def share_cores(count: int = 2) -> list[int]:
-    """Pin this process, and so the native child it starts, to the same `count` cores.
-
-    The two take turns on the same cores, so a difference between cores (clock,
-    busy neighbours on a shared host) cannot favour either.  The last cores of the
-    allowed set: the first ones tend to serve interrupts.
-    """
-    cores = sorted(os.sched_getaffinity(0))[-count:]
-    os.sched_setaffinity(0, cores)
-    return cores
-
-
-class NativeTrainer:
-    """Parent side: a native cuda Trainer in a child running `script --native-child`, driven over a pipe."""
-
-    def __init__(self, script: str = __file__, *args: str) -> None:
-        env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "FLAGOS_NO_STARTUP_HOOK": "1"}
-        self.child = subprocess.Popen([sys.executable, script, "--native-child", *args], env=env, text=True,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-    def ask(self, command: str) -> dict:
-        assert self.child.stdin is not None and self.child.stdout is not None
-        self.child.stdin.write(command + "\n")
-        self.child.stdin.flush()
-        line = self.child.stdout.readline()
-        if not line:
-            raise SystemExit(f"the native child exited ({self.child.wait()}); see its stderr above")
-        return json.loads(line)
+class NativeTrainer(NativeChild):
+    """Parent side: a native cuda Trainer in the reference interpreter running `script --native-child`."""
 
     def step(self) -> float:
         return self.ask("step")["ms"]
@@ -126,11 +92,6 @@ class NativeTrainer:
     def stats(self) -> dict[str, float]:
         return self.ask("stats")
 
-    def close(self) -> None:
-        assert self.child.stdin is not None
-        self.child.stdin.close()
-        self.child.wait()
-
 
 def summary(times_ms: list[float], stats: dict[str, float]) -> dict[str, float]:
     step_ms = statistics.median(times_ms)
@@ -139,16 +100,15 @@ def summary(times_ms: list[float], stats: dict[str, float]) -> dict[str, float]:
 
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--native-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     args = p.parse_args()
     if args.native_child:
-        serve(Trainer("cuda"))
+        serve_trainer(Trainer("cuda"))
         return 0
     require_flagos()
     cores = share_cores()
-    native, flagos = NativeTrainer(), Trainer("flagos")
+    native, flagos = NativeTrainer(reference_python(args.reference_python), __file__), Trainer("flagos")
     try:
         for _ in range(args.warmup):
             native.step()
@@ -160,6 +120,7 @@ def main() -> int:
             native_ms.append(native.step())
             flagos_ms.append(flagos.step())
         native_result, flagos_result = summary(native_ms, native.stats()), summary(flagos_ms, flagos.stats())
+        native_env = native.ask("environment")
     finally:
         native.close()
     return emit({
@@ -173,7 +134,7 @@ def main() -> int:
         "median_pair_ratio": round(statistics.median(n / f for n, f in zip(native_ms, flagos_ms)), 4),
         "peak_memory_ratio": round(flagos_result["peak_memory_mib"] / native_result["peak_memory_mib"], 4),
         "goals": {"min_throughput_ratio": 0.90, "max_peak_memory_ratio": 1.05},
-    }, args.out)
+    }, args.out, native_env)
 
 
 if __name__ == "__main__":

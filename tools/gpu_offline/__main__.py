@@ -11,12 +11,11 @@ machine's own python3 when reassembling, before the carried Python exists there.
     python3 tools/gpu_offline rebuild      --records DIR --site SITE_PACKAGES [--prefix PREFIX] --out WH
     python3 tools/gpu_offline unpack       --tarball PYTHON_TAR_XZ --dest DIR
     python3 tools/gpu_offline carry-calls  --pieces PIECES_DIR   (the transfer calls, one JSON object a line)
-    python3 tools/gpu_offline record       --results FILE --step NAME --rc N --seconds S [--expect ok|fail|skip]
-                                           [--log FILE] [--json-file FILE] [--junit FILE] [--note TEXT]
-    python3 tools/gpu_offline finish       --results FILE [--rehearsal]
+    python3 tools/gpu_offline driver-stub  --preflight-json REPORT --out DIR
 
 One module per job: pieces.py (split, reassemble), installed_wheels.py (omit-installed, rebuild),
-python_copy.py (pack-python, unpack), carry_calls.py, driver_stub.py, results.py (record, finish).
+python_copy.py (pack-python, unpack), carry_calls.py, driver_stub.py.  Steps are recorded in
+results.json by ci/gpu_check_results.py, the GPU check's own recorder.
 Exit codes: 0 ok, 1 a check failed, 2 unusable input (one line: the problem, then the fix).
 """
 
@@ -33,7 +32,6 @@ from failures import CheckFailed, UsageError
 from installed_wheels import omit_installed, rebuild
 from pieces import reassemble, split
 from python_copy import pack_python, unpack
-from results import finish, record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,25 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--pieces", required=True)
     s.add_argument("--repo", default=str(Path(__file__).resolve().parents[2]))
     s.add_argument("--out-arg", default="/tmp/flagos-offline-out", help="the --out of the last call")
-    s = sub.add_parser("record")
-    s.add_argument("--results", required=True)
-    s.add_argument("--step", required=True)
-    s.add_argument("--rc", type=int, required=True)
-    s.add_argument("--seconds", type=float, default=0.0)
-    s.add_argument("--expect", choices=["ok", "fail", "skip", "record"], default="ok")
-    s.add_argument("--log")
-    s.add_argument("--tail", type=int, default=15)
-    s.add_argument("--json-file")
-    s.add_argument("--junit")
-    s.add_argument("--note", action="append", help="KEY=VALUE added to the step")
-    s.add_argument("--last-line", help="with --expect ok: the output's last line must be this")
-    s.add_argument("--predicted-by", help="a preflight JSON report: note whether the log names what it found missing")
     s = sub.add_parser("driver-stub")
     s.add_argument("--preflight-json", required=True)
     s.add_argument("--out", required=True)
-    s = sub.add_parser("finish")
-    s.add_argument("--results", required=True)
-    s.add_argument("--rehearsal", action="store_true")
     args = p.parse_args(argv)
     try:
         if args.command == "pack-python":
@@ -107,13 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{len(m['files'])} files, {m['total_size']} bytes, verified, in {args.dest}", file=sys.stderr)  # type: ignore[arg-type]
         elif args.command == "driver-stub":
             print(driver_stub(Path(args.preflight_json), Path(args.out)))
-        elif args.command == "carry-calls":
+        else:
             for call in carry_calls(Path(args.pieces), Path(args.repo), args.out_arg):
                 print(json.dumps(call))
-        elif args.command == "record":
-            record(args)
-        else:
-            return finish(args)
     except UsageError as e:
         print(f"tools/gpu_offline: {e}", file=sys.stderr)
         return 2

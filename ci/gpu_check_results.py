@@ -1,4 +1,17 @@
-"""results.json: one record per step of the procedure (exit code, time, log tail, reports), and the verdict."""
+"""results.json of ci/gpu-check.sh (and of tools/gpu-offline-env.sh, which adds its own steps): one
+record per step (exit code, time, log tail, JSON report, test counts, whether it did what was
+expected), then the verdict.  Standard library only, Python >= 3.8.
+
+    python3 ci/gpu_check_results.py record --results FILE --step NAME --rc N [--seconds S]
+        [--expect ok|fail|skip|clean|refuse|record] [--log FILE] [--json-file FILE] [--junit FILE]
+        [--note KEY=VALUE] [--last-line TEXT] [--predicted-by PREFLIGHT_JSON]
+    python3 ci/gpu_check_results.py finish --results FILE [--no-gpu]
+
+Expectations: ok (exit 0; a test run must pass at least one test), fail (a non-zero exit, but no
+crash), skip (exit 0 and every test skipped), clean (any exit but a crash), refuse (exit 2: unusable
+here, said in one line), record (informational: never decides the verdict).
+Exit codes of `finish`: 0 every step as expected, 1 not.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +21,9 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+# A crash: killed by SIGSEGV or SIGABRT, directly or as a shell reports it (128 + signal).
+CRASH = (-11, -6, 139, 134)
 
 
 def junit_counts(path: Path) -> dict[str, int]:
@@ -69,7 +85,11 @@ def record(args: argparse.Namespace) -> None:
         tests = step.get("tests")
         ok = args.rc == 0 and isinstance(tests, dict) and tests["skipped"] == tests["tests"] > 0
     elif args.expect == "fail":
-        ok = args.rc not in (0, -11, 139)  # fails, but cleanly: no segfault
+        ok = args.rc not in (0, *CRASH)
+    elif args.expect == "clean":
+        ok = args.rc not in CRASH
+    elif args.expect == "refuse":
+        ok = args.rc == 2
     else:
         ok = True  # "record": informational only
     step["as_expected"] = ok
@@ -80,12 +100,43 @@ def record(args: argparse.Namespace) -> None:
 def finish(args: argparse.Namespace) -> int:
     results = Path(args.results)
     doc = json.loads(results.read_text(encoding="utf-8"))
-    main = [s for s in doc["steps"] if not str(s["name"]).startswith("machine-nvidia")]
-    doc["main_path_passed"] = bool(main) and all(s["as_expected"] for s in main)
-    doc["rehearsal"] = args.rehearsal
+    decisive = [s for s in doc["steps"] if s["expect"] != "record"]
+    doc["passed"] = bool(doc["steps"]) and all(s["as_expected"] for s in decisive)
+    doc["no_gpu"] = args.no_gpu
     doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     results.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    failed = [s["name"] for s in main if not s["as_expected"]]
-    print(f"{results}: main path {'passed' if doc['main_path_passed'] else 'FAILED at ' + ', '.join(failed)}"
-          f"{' (rehearsal without a GPU)' if args.rehearsal else ''}", file=sys.stderr)
-    return 0 if doc["main_path_passed"] else 1
+    failed = [s["name"] for s in decisive if not s["as_expected"]]
+    print(f"{results}: {'passed' if doc['passed'] else 'FAILED at ' + ', '.join(failed) if failed else 'no step ran'}"
+          f"{' (without a GPU: the steps behaved as they must there)' if args.no_gpu and doc['passed'] else ''}",
+          file=sys.stderr)
+    return 0 if doc["passed"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="ci/gpu_check_results.py", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("record")
+    s.add_argument("--results", required=True)
+    s.add_argument("--step", required=True)
+    s.add_argument("--rc", type=int, required=True)
+    s.add_argument("--seconds", type=float, default=0.0)
+    s.add_argument("--expect", choices=["ok", "fail", "skip", "clean", "refuse", "record"], default="ok")
+    s.add_argument("--log")
+    s.add_argument("--tail", type=int, default=15)
+    s.add_argument("--json-file")
+    s.add_argument("--junit")
+    s.add_argument("--note", action="append", help="KEY=VALUE added to the step")
+    s.add_argument("--last-line", help="with --expect ok: the output's last line must be this")
+    s.add_argument("--predicted-by", help="a preflight JSON report: note whether the log names what it found missing")
+    s = sub.add_parser("finish")
+    s.add_argument("--results", required=True)
+    s.add_argument("--no-gpu", action="store_true", help="the run was on a machine without a GPU")
+    args = p.parse_args(argv)
+    if args.command == "record":
+        record(args)
+        return 0
+    return finish(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
