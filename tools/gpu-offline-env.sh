@@ -14,11 +14,10 @@
 #                       the wheelhouse); the machine's own torch is never touched nor on the path
 #   preflight           torch-fl-preflight --wheel <wheel> --python <env python> --check-installed --json,
 #                       before anything has imported torch_fl (preflight itself lives in a separate tools venv)
-#   demo                python -c "import torch; x = torch.randn(1024, 1024, device='flagos'); print((x @ x).device)"
-#                       -- no `import torch_fl`: the torch.backends entry point must register the device
-#   gpu-suite           pytest tests/gpu with that environment's python (pytest from the wheelhouse, on
-#                       PYTHONPATH only for this step, so the environment holds only what the wheel needs)
-#   bench-*             benchmarks/gpu_{small_ops,matmul,transformer}.py --out OUT/<name>.json
+#   gpu-check           ci/gpu-check.sh --only demo,gpu-suite,bench with that environment's python (pytest from the
+#                       wheelhouse, on PYTHONPATH only for the suite, so the environment holds only what the wheel
+#                       needs) and the machine's own CUDA torch as reference interpreter; its results.json is
+#                       OUT/gpu-check/results.json, included in this step's record
 #   machine-nvidia-*    with --machine-nvidia: a second environment, the same torch CPU and torch_fl, whose
 #                       nvidia packages are the machine's own (linked in from the given site-packages) instead
 #                       of the ones the wheel requires: preflight against it, then an import attempt; both are
@@ -30,20 +29,23 @@
 #   --out DIR             results.json and logs (required)
 #   --work DIR            where the payload, Python and environments go (default ${TMPDIR:-/tmp}/torch-fl-gpu-offline)
 #   --machine-nvidia DIR  the machine's own site-packages holding nvidia/ (or that nvidia/ folder itself)
+#   --reference-python R  with a GPU, required: the machine's own Python with a CUDA build of torch, for the native
+#                         results the GPU suite and the benchmarks compare with (ci/gpu-check.sh --reference-python)
 #   --stop-after STEP     stop after install or preflight (a quick check of the carried files)
-#   --rehearsal           on a machine without a GPU: the demo must fail cleanly (no driver), the suite must
-#                         skip, the benchmarks must refuse, and preflight is also run with a synthetic driver
+#   --rehearsal           on a machine without a GPU: the GPU check runs with --expect-no-gpu (the demo must not
+#                         crash, the suite must skip, the benchmarks must refuse), and preflight is also run with a synthetic driver
 #                         stub (libcuda.so.1 exporting the cu* entry points the wheel references) on
 #                         LD_LIBRARY_PATH, where it must pass -- the stub stands for the driver, nothing more
-#   PYTHON                (environment) the interpreter that runs tools/gpu_offline here (default python3, >= 3.8)
+#   PYTHON                (environment) the interpreter that runs tools/gpu_offline and the recorder here
+#                         (default python3, >= 3.8)
 #
 # Exit codes: 0 the main path passed (with --rehearsal: behaved as it must without a GPU), 1 a step did not,
 # 2 unusable input (one line: the problem, then the fix).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-HELPER="$ROOT/tools/gpu_offline"
+HELPER="$ROOT/tools/gpu_offline" RECORD="$ROOT/ci/gpu_check_results.py"
 HOSTPY=${PYTHON:-python3}
-PIECES="" PAYLOAD="" OUT="" WORK="${TMPDIR:-/tmp}/torch-fl-gpu-offline" MACHINE_NV="" REHEARSAL=0 STOP=""
+PIECES="" PAYLOAD="" OUT="" WORK="${TMPDIR:-/tmp}/torch-fl-gpu-offline" MACHINE_NV="" REHEARSAL=0 STOP="" REFERENCE=""
 die() { echo "tools/gpu-offline-env.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -53,6 +55,7 @@ while [[ $# -gt 0 ]]; do
     --work) WORK=${2:?}; shift 2 ;;
     --machine-nvidia) MACHINE_NV=${2:?}; shift 2 ;;
     --rehearsal) REHEARSAL=1; shift ;;
+    --reference-python) REFERENCE=${2:?}; shift 2 ;;
     --stop-after) STOP=${2:?}; shift 2
       [[ $STOP == install || $STOP == preflight ]] || die "unknown step for --stop-after ($STOP) — give install or preflight" ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -81,6 +84,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"
 if [[ $GPU == 0 && $REHEARSAL == 0 ]]; then
   die "no NVIDIA GPU answers here (nvidia-smi) — run on the GPU machine, or pass --rehearsal to check the procedure"
 fi
+if [[ $GPU == 1 && -z "$REFERENCE" ]]; then
+  die "no --reference-python given — pass the machine's own Python with a CUDA build of torch (native results)"
+fi
 
 # step NAME EXPECT [record options...] -- COMMAND...: runs COMMAND with its output in OUT/NAME.log, records it.
 step() {
@@ -91,14 +97,14 @@ step() {
   local t=$SECONDS rc
   echo "== $name" >&2
   "$@" >"$OUT/$name.log" 2>&1; rc=$?
-  "$HOSTPY" "$HELPER" record --results "$RESULTS" --step "$name" --rc "$rc" --seconds $((SECONDS - t)) \
+  "$HOSTPY" "$RECORD" record --results "$RESULTS" --step "$name" --rc "$rc" --seconds $((SECONDS - t)) \
     --expect "$expect" --log "$OUT/$name.log" "${opts[@]}"
   return $rc
 }
 finish() {
   local extra=()
-  [[ $REHEARSAL == 1 ]] && extra=(--rehearsal)
-  "$HOSTPY" "$HELPER" finish --results "$RESULTS" "${extra[@]}"
+  [[ $REHEARSAL == 1 ]] && extra=(--no-gpu)
+  "$HOSTPY" "$RECORD" finish --results "$RESULTS" "${extra[@]}"
   exit $?
 }
 abort() { echo "tools/gpu-offline-env.sh: $1 — see $OUT/$2.log" >&2; finish; }
@@ -120,7 +126,7 @@ PYROOT="$WORK/python/$(meta python root)"
 floor=$(meta python glibc_floor)
 have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
 "$HOSTPY" -c 'import sys; h, f = (tuple(map(int, v.split("."))) for v in sys.argv[1:]); sys.exit(h < f)' "${have:-0.0}" "$floor" \
-  || { echo "glibc ${have:-unknown} < $floor" >"$OUT/glibc.log"; "$HOSTPY" "$HELPER" record --results "$RESULTS" --step glibc --rc 1 --log "$OUT/glibc.log"
+  || { echo "glibc ${have:-unknown} < $floor" >"$OUT/glibc.log"; "$HOSTPY" "$RECORD" record --results "$RESULTS" --step glibc --rc 1 --log "$OUT/glibc.log"
        abort "this machine's glibc (${have:-unknown}) is older than the carried Python needs ($floor); pack on an older distribution" glibc; }
 
 rm -rf "$WORK/python" && mkdir -p "$WORK/python"
@@ -150,7 +156,7 @@ cd "$WORK" || die "cannot enter $WORK — pass a writable --work"
 if compgen -G "$PAYLOAD/records/*.dist-info.zip" >/dev/null; then
   if [[ -z "$MACHINE_NV" ]]; then
     echo "the payload leaves out wheels this machine has installed; pass --machine-nvidia SITE_PACKAGES" >"$OUT/rebuild.log"
-    "$HOSTPY" "$HELPER" record --results "$RESULTS" --step rebuild --rc 2 --log "$OUT/rebuild.log"
+    "$HOSTPY" "$RECORD" record --results "$RESULTS" --step rebuild --rc 2 --log "$OUT/rebuild.log"
     abort "no --machine-nvidia to rebuild the left-out wheels from" rebuild
   fi
   step rebuild ok --note "site=$MACHINE_NV" -- "$HOSTPY" "$HELPER" rebuild --records "$PAYLOAD/records" \
@@ -191,22 +197,15 @@ fi
 
 [[ $STOP == preflight ]] && finish
 
-# --- the demo, the GPU suite, the benchmarks ----------------------------------------------------------
+# --- the demo, the GPU suite, the benchmarks: ci/gpu-check.sh, with the machine's CUDA torch as reference ---
 DEMO="import torch; x = torch.randn(1024, 1024, device='flagos'); print((x @ x).device)"
+check=(--only demo,gpu-suite,bench --python "$MAIN/bin/python" --pytest-path "$PYTEST_SITE" --out "$OUT/gpu-check")
 if [[ $GPU == 1 ]]; then
-  step demo ok --last-line flagos:0 -- clean "$MAIN" python -c "$DEMO"
+  check+=(--reference-python "$REFERENCE")
 else
-  step demo fail -- clean "$MAIN" python -c "$DEMO"
+  check+=(--expect-no-gpu)
 fi
-suite_expect=ok bench_expect=ok
-[[ $GPU == 0 ]] && suite_expect=skip bench_expect=fail
-step gpu-suite "$suite_expect" --junit "$OUT/gpu-suite.xml" -- clean "$MAIN" PYTHONPATH="$PYTEST_SITE" \
-  python -m pytest "$ROOT/tests/gpu" -c "$ROOT/pyproject.toml" --rootdir "$ROOT" -p no:cacheprovider -q \
-  --junitxml="$OUT/gpu-suite.xml"
-for bench in gpu_small_ops gpu_matmul gpu_transformer; do
-  step "bench-$bench" "$bench_expect" --json-file "$OUT/$bench.json" -- \
-    clean "$MAIN" python "$ROOT/benchmarks/$bench.py" --out "$OUT/$bench.json"
-done
+step gpu-check ok --json-file "$OUT/gpu-check/results.json" -- clean "$MAIN" "$ROOT/ci/gpu-check.sh" "${check[@]}"
 
 # --- the second environment: the machine's own nvidia packages ---------------------------------------
 if [[ -n "$MACHINE_NV" ]]; then
