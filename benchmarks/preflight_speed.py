@@ -53,7 +53,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int
 
 
 def default_inputs() -> tuple[Path, Path]:
-    sys.path.insert(0, str(REPO / "tests" / "preflight"))
+    sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "preflight")]  # support/, then the builders
     import _preflight_builders as builders
 
     inputs = builders.download_cuda_inputs()

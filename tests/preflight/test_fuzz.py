@@ -4,7 +4,6 @@ Bounded (max_examples, deadline) so that CI stays fast."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -12,7 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torch_fl_preflight.elf_reader import ElfCapture, NotCaptured, StreamPrefixSource, read_elf
+from torch_fl_preflight.elf_capture import ElfCapture
+from torch_fl_preflight.elf_reader import read_elf
+from torch_fl_preflight.elf_source import NotCaptured, SparseSource
 from torch_fl_preflight.errors import ElfError, ManifestError
 from torch_fl_preflight.schema import parse_manifest
 
@@ -26,7 +27,7 @@ FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCh
 
 def _parse(data: bytes) -> None:
     try:
-        read_elf(StreamPrefixSource("fuzz.so", io.BytesIO(data), len(data)))
+        read_elf(SparseSource("fuzz.so", len(data), [(0, data)]))  # every byte at hand
     except ElfError:
         pass
     cap = ElfCapture("fuzz.so", len(data))

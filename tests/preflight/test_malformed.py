@@ -135,6 +135,18 @@ def dynamic_offsets_outside(good: Path, natives: B.Natives, out: Path) -> Path:
                                                           _dynamic_outside(f["torch_fl/lib/libflagos_dep.so"])))
 
 
+def _dep_edited(edit: Callable[[bytearray], None]) -> Maker:
+    """The wheel with libflagos_dep.so (64-bit, little-endian) changed by `edit`, RECORD matching."""
+    def change(files: dict[str, bytes]) -> None:
+        data = bytearray(files["torch_fl/lib/libflagos_dep.so"])
+        edit(data)
+        files["torch_fl/lib/libflagos_dep.so"] = bytes(data)
+
+    def make(good: Path, natives: B.Natives, out: Path) -> Path:
+        return _rebuild(natives, out, change)
+    return make
+
+
 def _manifest(raw: bytes) -> Maker:
     def make(good: Path, natives: B.Natives, out: Path) -> Path:
         files = B.host_wheel_files(natives)
@@ -183,6 +195,12 @@ CASES: dict[str, tuple[Maker, str]] = {
     "so-not-elf": (so_not_elf, "not ELF"),
     "truncated-elf": (truncated_elf, "past the end|truncated"),
     "dynamic-offsets-outside": (dynamic_offsets_outside, "outside the file"),
+    # A 64-bit library whose header says 32-bit (EI_CLASS) or big-endian (EI_DATA), or whose
+    # program header table lies past its end (e_phoff, e_phnum).
+    "elf-class-byte": (_dep_edited(lambda d: d.__setitem__(4, 1)), "ELF header: .*EI_CLASS"),
+    "elf-data-byte": (_dep_edited(lambda d: d.__setitem__(5, 2)), "ELF header: .*EI_DATA"),
+    "elf-phoff-outside": (_dep_edited(lambda d: struct.pack_into("<Q", d, 32, 1 << 40)), "ELF header: .*e_phoff"),
+    "elf-phnum-outside": (_dep_edited(lambda d: struct.pack_into("<H", d, 56, 4000)), "ELF header: .*e_phoff"),
     "invalid-json": (_manifest(b'{"schema_version": 1,'), "not valid JSON"),
     "json-array": (_manifest(b"[1, 2]"), "not an object"),
     "deep-json": (_manifest(b"[" * 50000 + b"]" * 50000), "not valid JSON|nests too deeply"),

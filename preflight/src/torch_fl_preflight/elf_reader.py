@@ -1,4 +1,4 @@
-"""Read what the dynamic loader reads from an ELF file, and nothing else.
+"""Read what the dynamic loader reads from an ELF file, and nothing else: the parser.
 
 The loader needs the ELF header, the program headers, the PT_DYNAMIC segment and the tables it
 points at (.dynsym, .dynstr, the hash tables, the symbol-version tables). Linkers place all of
@@ -8,30 +8,41 @@ file and are never consulted.
 
 Why our own parser rather than pyelftools: pyelftools wants a seekable stream of the whole file and
 walks section headers; a wheel member would have to be inflated completely (about 1 GB for
-libtorch_cuda.so) before its section table at the end can be read. Here a zip member is inflated
-only up to the last byte the dynamic tables occupy, and symbol tables are decoded with
-struct.iter_unpack in one pass. tests/preflight/test_elf_reader.py checks this reader against
-pyelftools on real libraries.
+libtorch_cuda.so) before its section table at the end can be read. Here the bytes come from a
+`elf_source.ByteSource` (a memory-mapped file, or the ranges `elf_capture.ElfCapture` kept while a
+wheel member streamed past for its hash), and symbol tables are decoded with struct.iter_unpack
+in one pass. tests/preflight/test_elf_reader.py checks this reader against pyelftools on real
+libraries.
 
 Every offset read from the file is bounds-checked; malformed input raises ElfError, never
-struct.error or IndexError.
+struct.error or IndexError. The ELF header is checked the way glibc's loader checks it
+(elf/dl-load.c, open_verify) before anything it points at is read, so a corrupt class or
+byte-order byte is reported as such instead of being followed into garbage offsets.
+
+One thing, a parser, kept in one file: header, program headers, dynamic section, version tables
+and symbols are read in this order, each step bounded by the one before it.
 """
 
 from __future__ import annotations
 
 import array
-import mmap
-import os
 import struct
 import sys
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Protocol
+from typing import Protocol
 
+from torch_fl_preflight.elf_source import ByteSource, FileSource
 from torch_fl_preflight.errors import ElfError
 
 ELF_MAGIC = b"\x7fELF"
+
+EV_CURRENT = 1
+ET_EXEC = 2
+ET_DYN = 3
+#: e_ehsize and e_phentsize of each class (ELF32_Ehdr/Elf64_Ehdr, Elf32_Phdr/Elf64_Phdr).
+EHDR_SIZE = {False: 52, True: 64}
+PHDR_SIZE = {False: 32, True: 56}
 
 PT_LOAD = 1
 PT_DYNAMIC = 2
@@ -70,83 +81,6 @@ MAX_PHNUM = 4096
 MAX_DYNAMIC_ENTRIES = 1 << 16
 MAX_SYMBOLS = 1 << 24
 MAX_VERSION_ENTRIES = 1 << 16
-
-
-class ByteSource(Protocol):
-    """Random access to the first bytes of one file."""
-
-    name: str
-    size: int
-
-    def read(self, offset: int, length: int) -> bytes | memoryview: ...
-
-
-class FileSource:
-    """A file on disk, memory-mapped so that only the pages we touch are read."""
-
-    def __init__(self, path: str) -> None:
-        self.name = path
-        with open(path, "rb") as fh:
-            self.size = os.fstat(fh.fileno()).st_size
-            self._map: mmap.mmap | None = (
-                mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
-            )
-
-    def read(self, offset: int, length: int) -> bytes | memoryview:
-        if offset < 0 or length < 0 or offset + length > self.size or self._map is None:
-            raise ElfError(
-                f"{self.name}: read of {length} bytes at offset {offset} past the end ({self.size} bytes)",
-                "the file is truncated or corrupt; rebuild or re-download it",
-            )
-        return memoryview(self._map)[offset : offset + length]
-
-
-class StreamPrefixSource:
-    """A zip member (or any stream) inflated only as far as the reads need.
-
-    `size` is the member's declared uncompressed size; reads beyond what the stream actually
-    yields are reported as truncation.
-    """
-
-    CHUNK = 1 << 20
-
-    def __init__(self, name: str, stream: IO[bytes], size: int) -> None:
-        self.name = name
-        self.size = size
-        self._stream = stream
-        self._buf = bytearray()
-        self._eof = False
-
-    def _fill(self, end: int) -> None:
-        while len(self._buf) < end and not self._eof:
-            try:
-                chunk = self._stream.read(max(self.CHUNK, end - len(self._buf)))
-            except (zlib.error, EOFError, OSError) as exc:
-                raise ElfError(
-                    f"{self.name}: cannot inflate ({exc})", "the wheel is corrupt; rebuild it"
-                ) from exc
-            if not chunk:
-                self._eof = True
-            self._buf += chunk
-
-    def read(self, offset: int, length: int) -> bytes | memoryview:
-        end = offset + length
-        if offset < 0 or length < 0 or end > self.size:
-            raise ElfError(
-                f"{self.name}: read of {length} bytes at offset {offset} past the end ({self.size} bytes)",
-                "the file is truncated or corrupt; rebuild it",
-            )
-        self._fill(end)
-        if end > len(self._buf):
-            raise ElfError(
-                f"{self.name}: data ends at {len(self._buf)} bytes, before offset {end}",
-                "the file is truncated; rebuild it",
-            )
-        return memoryview(self._buf)[offset:end]
-
-    @property
-    def bytes_read(self) -> int:
-        return len(self._buf)
 
 
 @dataclass(frozen=True)
@@ -206,25 +140,129 @@ class ElfInfo:
         return version in versions or ("!" + version) in versions or None in versions
 
 
+def _bad(src: ByteSource, what: str) -> ElfError:
+    return ElfError(f"{src.name}: {what}", "the ELF file is corrupt or truncated; rebuild it")
+
+
+def _bad_header(src: ByteSource, what: str) -> ElfError:
+    return ElfError(f"{src.name}: ELF header: {what}", "the ELF file is corrupt; rebuild or re-download it")
+
+
+@dataclass(frozen=True)
+class ElfHeader:
+    """The fields of the ELF header the loader uses, checked against each other and the file size."""
+
+    is64: bool
+    little_endian: bool
+    elf_type: int
+    machine: int
+    phoff: int
+    phentsize: int
+    phnum: int
+
+    @property
+    def byte_order(self) -> str:
+        return "<" if self.little_endian else ">"
+
+    @property
+    def word(self) -> str:
+        """struct code of an address or size of this class."""
+        return "Q" if self.is64 else "I"
+
+    @property
+    def table_end(self) -> int:
+        """Offset just past the program header table."""
+        return self.phoff + self.phnum * self.phentsize
+
+
+def read_header(src: ByteSource) -> ElfHeader:
+    """The ELF header, refused the way glibc's loader refuses it (elf/dl-load.c, open_verify).
+
+    A wrong class byte (a 64-bit library marked 32-bit) shifts every later field: e_ehsize and
+    e_phentsize then stop matching the class, and e_version stops being 1 when the byte-order
+    byte is wrong. Those are checked here, before any offset from the header is followed.
+    """
+    head = bytes(src.read(0, 16)) if src.size >= 16 else b""
+    if head[:4] != ELF_MAGIC:
+        raise ElfError(
+            f"{src.name}: not an ELF file (starts with {head[:4]!r})",
+            "remove it or replace it with a real shared library",
+        )
+    ei_class, ei_data, ei_version = head[4], head[5], head[6]
+    if ei_class not in (1, 2) or ei_data not in (1, 2):
+        raise _bad_header(src, f"unknown ELF class/byte order ({ei_class}/{ei_data})")
+    if ei_version != EV_CURRENT:
+        raise _bad_header(src, f"identification version {ei_version}, not {EV_CURRENT} (EI_VERSION)")
+    is64, le = ei_class == 2, ei_data == 1
+    bo = "<" if le else ">"
+    fmt = bo + ("HHIQQQIHHH" if is64 else "HHIIIIIHHH")
+    if src.size < EHDR_SIZE[is64]:
+        raise _bad_header(src, f"the file ({src.size} bytes) is shorter than a {ei_class * 32}-bit ELF header "
+                               f"({EHDR_SIZE[is64]} bytes): truncated")
+    (e_type, e_machine, e_version, _entry, e_phoff, _shoff, _flags, e_ehsize, e_phentsize, e_phnum) = (
+        struct.unpack(fmt, src.read(16, struct.calcsize(fmt))))
+    if e_version != EV_CURRENT:
+        raise _bad_header(src, f"e_version {e_version:#x}, not {EV_CURRENT}: the byte-order byte (EI_DATA) "
+                               f"says {'little' if le else 'big'}-endian and does not match the file")
+    if e_ehsize != EHDR_SIZE[is64]:
+        raise _bad_header(src, f"e_ehsize {e_ehsize} is not the {EHDR_SIZE[is64]} bytes of a {ei_class * 32}-bit "
+                               "header: the class byte (EI_CLASS) does not match the file")
+    if e_phnum > MAX_PHNUM:
+        raise _bad_header(src, f"implausible program header table ({e_phnum} entries of {e_phentsize} bytes)")
+    if e_phnum and e_phentsize != PHDR_SIZE[is64]:
+        raise _bad_header(src, f"e_phentsize {e_phentsize} is not the {PHDR_SIZE[is64]} bytes of a "
+                               f"{ei_class * 32}-bit program header")
+    if e_type in (ET_EXEC, ET_DYN) and not e_phnum:
+        raise _bad_header(src, "a loadable object without program headers (e_phnum 0)")
+    header = ElfHeader(is64, le, e_type, e_machine, e_phoff, e_phentsize, e_phnum)
+    if e_phnum and header.table_end > src.size:
+        raise _bad_header(src, f"program header table at offset {e_phoff} (+{e_phnum * e_phentsize} bytes) "
+                               f"runs past the end of the file ({src.size} bytes): truncated or corrupt e_phoff")
+    return header
+
+
+@dataclass(frozen=True)
+class ProgramHeader:
+    p_type: int
+    offset: int
+    vaddr: int
+    filesz: int
+
+
+def read_program_headers(src: ByteSource, header: ElfHeader) -> tuple[ProgramHeader, ...]:
+    """The program header table, in file order."""
+    fmt = header.byte_order + ("IIQQQQQQ" if header.is64 else "IIIIIIII")
+    raw = src.read(header.phoff, header.phnum * header.phentsize)
+    out = []
+    for fields in struct.iter_unpack(fmt, raw):
+        if header.is64:
+            p_type, _pflags, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _align = fields
+        else:
+            p_type, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _pflags, _align = fields
+        out.append(ProgramHeader(p_type, p_offset, p_vaddr, p_filesz))
+    return tuple(out)
+
+
+def dynamic_entries(raw: bytes | bytearray | memoryview, header: ElfHeader) -> list[tuple[int, int]]:
+    """(tag, value) pairs of a PT_DYNAMIC segment up to DT_NULL; `raw` may end mid-entry."""
+    fmt = header.byte_order + header.word * 2
+    size = struct.calcsize(fmt)
+    count = min(len(raw) // size, MAX_DYNAMIC_ENTRIES)
+    entries: list[tuple[int, int]] = []
+    for tag, val in struct.iter_unpack(fmt, raw[: count * size]):
+        if tag == DT_NULL:
+            break
+        # tags are signed in the ABI; the OS-specific ones fit in 32 bits either way
+        entries.append((tag & 0xFFFFFFFF if tag >> 32 in (0, 0xFFFFFFFF) else tag, val))
+    return entries
+
+
 class _Reader:
-    def __init__(self, src: ByteSource) -> None:
+    def __init__(self, src: ByteSource, header: ElfHeader) -> None:
         self.src = src
-        head = bytes(src.read(0, 16)) if src.size >= 16 else b""
-        if head[:4] != ELF_MAGIC:
-            raise ElfError(
-                f"{src.name}: not an ELF file (starts with {head[:4]!r})",
-                "remove it or replace it with a real shared library",
-            )
-        ei_class, ei_data = head[4], head[5]
-        if ei_class not in (1, 2) or ei_data not in (1, 2):
-            raise ElfError(
-                f"{src.name}: unknown ELF class/byte order ({ei_class}/{ei_data})",
-                "the file is corrupt; rebuild it",
-            )
-        self.is64 = ei_class == 2
-        self.le = ei_data == 1
-        self.bo = "<" if self.le else ">"
-        self.addr = "Q" if self.is64 else "I"
+        self.is64 = header.is64
+        self.le = header.little_endian
+        self.bo = header.byte_order
 
     def unpack(self, fmt: str, offset: int) -> tuple[int, ...]:
         fmt = self.bo + fmt
@@ -250,42 +288,22 @@ class _Reader:
             window *= 4
 
 
-def _bad(src: ByteSource, what: str) -> ElfError:
-    return ElfError(f"{src.name}: {what}", "the ELF file is corrupt or truncated; rebuild it")
-
-
 def read_elf(src: ByteSource, *, symbols: bool = True) -> ElfInfo:
     """Parse the dynamic view of one ELF object. `symbols=False` skips the symbol tables."""
-    r = _Reader(src)
-    a = r.addr
-    if r.is64:
-        (e_type, e_machine, _ver, _entry, e_phoff, _shoff, _flags, _ehsize, e_phentsize, e_phnum) = r.unpack(
-            "HHIQQQIHHH", 16
-        )
-        ph_fmt = "IIQQQQQQ"
-    else:
-        (e_type, e_machine, _ver, _entry, e_phoff, _shoff, _flags, _ehsize, e_phentsize, e_phnum) = r.unpack(
-            "HHIIIIIHHH", 16
-        )
-        ph_fmt = "IIIIIIII"
-    if e_phnum > MAX_PHNUM or (e_phnum and e_phentsize < struct.calcsize(ph_fmt)):
-        raise _bad(src, f"implausible program header table ({e_phnum} entries of {e_phentsize} bytes)")
-
-    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    hdr = read_header(src)
+    r = _Reader(src, hdr)
+    phdrs = read_program_headers(src, hdr)
+    loads = [(p.vaddr, p.offset, p.filesz) for p in phdrs if p.p_type == PT_LOAD]
+    if hdr.elf_type in (ET_EXEC, ET_DYN) and not loads:
+        raise _bad(src, "no loadable segment (PT_LOAD)")
     dynamic: tuple[int, int] | None = None
     interp_at: tuple[int, int] | None = None
-    for i in range(e_phnum):
-        fields = r.unpack(ph_fmt, e_phoff + i * e_phentsize)
-        if r.is64:
-            p_type, _pflags, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _align = fields
-        else:
-            p_type, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _pflags, _align = fields
-        if p_type == PT_LOAD:
-            loads.append((p_vaddr, p_offset, p_filesz))
-        elif p_type == PT_DYNAMIC:
-            dynamic = (p_offset, p_filesz)
-        elif p_type == PT_INTERP:
-            interp_at = (p_offset, p_filesz)
+    for p in phdrs:  # the last of each wins, as in glibc's loop over the program headers (dl-load.c)
+        if p.p_type == PT_DYNAMIC:
+            dynamic = (p.offset, p.filesz)
+        elif p.p_type == PT_INTERP:
+            interp_at = (p.offset, p.filesz)
+    e_type, e_machine = hdr.elf_type, hdr.machine
 
     interp = None
     if interp_at is not None:
@@ -316,17 +334,9 @@ def read_elf(src: ByteSource, *, symbols: bool = True) -> ElfInfo:
         raise _bad(
             src, f"dynamic segment at offset {dyn_off} (+{dyn_size}) is outside the file ({src.size} bytes)"
         )
-    ent_fmt = r.bo + a + a
-    ent_size = struct.calcsize(ent_fmt)
+    ent_size = 2 * struct.calcsize(hdr.word)
     count = min(dyn_size // ent_size, MAX_DYNAMIC_ENTRIES)
-    entries: list[tuple[int, int]] = []
-    for tag, val in struct.iter_unpack(ent_fmt, src.read(dyn_off, count * ent_size)):
-        if tag == DT_NULL:
-            break
-        entries.append((tag, val))
-    if r.is64:
-        # tags are signed in the ABI; the OS-specific ones fit in 32 bits either way
-        entries = [(t & 0xFFFFFFFF if t >> 32 in (0, 0xFFFFFFFF) else t, v) for t, v in entries]
+    entries = dynamic_entries(src.read(dyn_off, count * ent_size), hdr)
     single: dict[int, int] = {}
     for tag, val in entries:
         single.setdefault(tag, val)
@@ -511,7 +521,7 @@ def _read_symbols(
     undefined: list[SymbolRef] = []
     defined: dict[str, list[str | None]] = {}
     find = strtab.find
-    for i, ent in enumerate(_iter_syms(raw, fmt, r.is64)):
+    for i, ent in enumerate(_iter_syms(raw, fmt, is64=r.is64)):
         st_name, st_info, st_other, st_shndx = ent
         if i == 0 or st_name == 0:
             continue
@@ -542,7 +552,7 @@ def _read_symbols(
     return tuple(undefined), {k: tuple(v) for k, v in defined.items()}
 
 
-def _iter_syms(raw: bytes | memoryview, fmt: str, is64: bool) -> Iterator[tuple[int, int, int, int]]:
+def _iter_syms(raw: bytes | memoryview, fmt: str, *, is64: bool) -> Iterator[tuple[int, int, int, int]]:
     if is64:
         for st_name, st_info, st_other, st_shndx, _value, _size in struct.iter_unpack(fmt, raw):
             yield st_name, st_info, st_other, st_shndx
@@ -561,175 +571,3 @@ def read_elf_file(path: str, *, symbols: bool = True) -> ElfInfo:
     except OSError as exc:
         raise ElfError(f"cannot read {path} ({exc.strerror})", "check the path and its permissions") from exc
     return read_elf(src, symbols=symbols)
-
-
-class NotCaptured(Exception):
-    """A read outside the ranges a capture kept; the caller falls back to a second, prefix-only pass."""
-
-
-class SparseSource:
-    """Byte ranges of a file kept while it streamed past (see ElfCapture)."""
-
-    def __init__(self, name: str, size: int, ranges: list[tuple[int, bytes | bytearray]]) -> None:
-        self.name = name
-        self.size = size
-        self._ranges = ranges
-        self.bytes_read = sum(len(b) for _, b in ranges)
-
-    def read(self, offset: int, length: int) -> bytes | memoryview:
-        if offset < 0 or length < 0 or offset + length > self.size:
-            raise ElfError(
-                f"{self.name}: read of {length} bytes at offset {offset} past the end ({self.size} bytes)",
-                "the file is truncated or corrupt; rebuild it",
-            )
-        for start, data in self._ranges:
-            if start <= offset and offset + length <= start + len(data):
-                return memoryview(data)[offset - start : offset - start + length]
-        raise NotCaptured(offset, length)
-
-
-class ElfCapture:
-    """Keep, from a stream that is being hashed anyway, the parts of an ELF file the loader reads.
-
-    GNU ld puts .dynsym, .dynstr, the hash and version tables in the first PT_LOAD segment, at the
-    front; but .dynamic sits in the writable segment behind .text and .rodata, i.e. near the end of
-    a large library. One sequential pass keeps the first segment (up to `front_cap`) and the
-    PT_DYNAMIC range, so a 1 GB library inside a zip is inflated once, for its hash, not twice.
-
-    The front is capped (`front_cap`): libtorch_cpu.so links as one 340 MB R+E segment whose
-    tables fill only its first 8 MB. Tables beyond the cap and before .dynamic are missed; the
-    caller then streams the member again with `ranges=planned_ranges()` of this pass.
-    """
-
-    def __init__(
-        self, name: str, size: int, front_cap: int = 32 << 20, ranges: tuple[tuple[int, int], ...] = ()
-    ) -> None:
-        self.name = name
-        self.size = size
-        self.front_cap = front_cap
-        self._pos = 0
-        self._front = bytearray()
-        self._front_end: int | None = None  # known once the program headers are in
-        self._dyn: tuple[int, int] | None = None
-        self._dyn_buf = bytearray()
-        self._dyn_upto = 0
-        self._loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
-        self._extra: list[tuple[int, int, bytearray]] = [(a, b, bytearray()) for a, b in ranges]
-        self._planned_tables = False
-        self._is64 = True
-        self._bo = "<"
-        self.is_elf: bool | None = None
-
-    def feed(self, chunk: bytes) -> None:
-        start, end = self._pos, self._pos + len(chunk)
-        self._pos = end
-        if self.is_elf is False:
-            return
-        if self._front_end is None or start < self._front_end:
-            limit = end if self._front_end is None else min(end, self._front_end)
-            self._front += chunk[: max(0, limit - start)]
-            if self._front_end is None:
-                self._plan()
-        if self._dyn is not None:
-            d0, d1 = self._dyn
-            lo, hi = max(start, d0, self._dyn_upto), min(end, d1)
-            if lo < hi:
-                self._dyn_buf += chunk[lo - start : hi - start]
-                self._dyn_upto = hi
-            if not self._planned_tables and self._dyn_upto >= d1:
-                self._plan_tables(start)  # the current chunk is still at hand
-        for r0, r1, buf in self._extra:
-            lo, hi = max(start, r0 + len(buf)), min(end, r1)
-            if lo < hi:
-                buf.extend(chunk[lo - start : hi - start])
-
-    def _plan_tables(self, held_from: int) -> None:
-        """With .dynamic in hand, keep the tables it points at that still lie ahead in the stream.
-
-        patchelf, when it grows .dynstr (a longer RPATH), moves .dynstr and the hash table into a
-        new PT_LOAD at the end of the file, behind .dynamic; they are captured from here on.
-        """
-        self._planned_tables = True
-        front = len(self._front)
-        for start, stop in self.planned_ranges():
-            if start >= front and start >= held_from:
-                self._extra.append((start, stop, bytearray()))
-
-    def planned_ranges(self) -> tuple[tuple[int, int], ...]:
-        """File ranges of every table .dynamic points at (each to the end of its segment, capped)."""
-        fmt = self._bo + ("qQ" if self._is64 else "iI")
-        size = struct.calcsize(fmt)
-        tables = (DT_STRTAB, DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF)
-        out = []
-        for i in range(0, len(self._dyn_buf) - size + 1, size):
-            tag, val = struct.unpack_from(fmt, self._dyn_buf, i)
-            if tag == DT_NULL:
-                break
-            if tag & 0xFFFFFFFF not in tables:
-                continue
-            for vaddr, off, filesz in self._loads:
-                if vaddr <= val < vaddr + filesz:
-                    start = val - vaddr + off
-                    out.append((start, min(off + filesz, start + (64 << 20), self.size)))
-                    break
-        return tuple(out)
-
-    def _plan(self) -> None:
-        f = self._front
-        if len(f) >= 4 and f[:4] != ELF_MAGIC:
-            self.is_elf = False
-            self._front = bytearray()
-            return
-        if len(f) < 64:
-            return
-        self.is_elf = True
-        is64, bo = f[4] == 2, "<" if f[5] == 1 else ">"
-        self._is64, self._bo = is64, bo
-        try:
-            if is64:
-                (phoff,) = struct.unpack_from(bo + "Q", f, 32)
-                phentsize, phnum = struct.unpack_from(bo + "HH", f, 54)
-            else:
-                (phoff,) = struct.unpack_from(bo + "I", f, 28)
-                phentsize, phnum = struct.unpack_from(bo + "HH", f, 42)
-        except struct.error:
-            self._front_end = len(f)
-            return
-        table_end = phoff + phentsize * min(phnum, MAX_PHNUM)
-        if table_end > self.front_cap:
-            self._front_end = len(f)  # implausible; read_elf reports it
-            return
-        if len(f) < table_end:
-            return
-        front_end = table_end
-        for i in range(min(phnum, MAX_PHNUM)):
-            at = phoff + i * phentsize
-            try:
-                if is64:
-                    p_type, _fl, p_offset, _va, _pa, p_filesz = struct.unpack_from(bo + "IIQQQQ", f, at)
-                else:
-                    p_type, p_offset, _va, _pa, p_filesz = struct.unpack_from(bo + "IIIII", f, at)
-            except struct.error:
-                continue
-            if p_type == PT_LOAD:
-                vaddr = struct.unpack_from(bo + ("Q" if is64 else "I"), f, at + (16 if is64 else 8))[0]
-                self._loads.append((vaddr, p_offset, p_filesz))
-            if p_type == PT_LOAD and p_offset == 0:
-                front_end = max(front_end, p_filesz)
-            elif p_type == PT_DYNAMIC and p_filesz < (16 << 20):
-                self._dyn = (p_offset, p_offset + p_filesz)
-        if self._dyn is not None and self._dyn[0] < len(f):  # the dynamic segment already streamed past
-            d0, d1 = self._dyn
-            self._dyn_buf += f[d0 : min(d1, len(f))]
-            self._dyn_upto = min(d1, len(f))
-        self._front_end = min(front_end, self.front_cap, self.size)
-        del self._front[self._front_end :]
-
-    def source(self) -> SparseSource | None:
-        if not self.is_elf:
-            return None
-        ranges: list[tuple[int, bytes | bytearray]] = [(0, self._front)]
-        if self._dyn is not None and self._dyn_buf:
-            ranges.append((self._dyn[0], self._dyn_buf))
-        ranges += [(r0, buf) for r0, _r1, buf in self._extra if buf]
-        return SparseSource(self.name, self.size, ranges)

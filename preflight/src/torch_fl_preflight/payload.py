@@ -11,14 +11,9 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
-from torch_fl_preflight.elf_reader import (
-    ElfCapture,
-    ElfInfo,
-    FileSource,
-    NotCaptured,
-    is_elf_prefix,
-    read_elf,
-)
+from torch_fl_preflight.elf_capture import ElfCapture
+from torch_fl_preflight.elf_reader import ElfInfo, is_elf_prefix, read_elf
+from torch_fl_preflight.elf_source import FileSource, NotCaptured
 from torch_fl_preflight.errors import ElfError, WheelError
 from torch_fl_preflight.wheel_reader import Member, WheelArchive
 
@@ -66,33 +61,31 @@ class WheelPayload:
         return ElfCapture(f"{self.whl.path}:{member.name}", member.size)
 
     def finish(self, member: Member, sink: object) -> None:
-        if not isinstance(sink, ElfCapture):
-            return
-        src = sink.source()
-        if src is None:
-            return
-        try:
-            self._elf[member.name] = read_elf(src)
-        except NotCaptured:
-            # Tables outside the kept ranges (beyond the front cap, before .dynamic): one more
-            # pass over this member, keeping exactly the ranges .dynamic names.
-            self._elf[member.name] = self._scan(member.name, sink.planned_ranges())
+        if isinstance(sink, ElfCapture) and sink.is_elf:
+            self._elf[member.name] = self._parse(member.name, sink, second_pass=True)
 
     def _scan(self, name: str, ranges: tuple[tuple[int, int], ...] = ()) -> ElfInfo:
         cap = ElfCapture(f"{self.whl.path}:{name}", self.whl.members[name].size, ranges=ranges)
         self.whl.digest(name, cap)
+        return self._parse(name, cap, second_pass=not ranges)
+
+    def _parse(self, name: str, cap: ElfCapture, *, second_pass: bool) -> ElfInfo:
         src = cap.source()
         if src is None:
             raise ElfError(f"{name} is not an ELF file", "the wheel is corrupt; rebuild it")
         try:
             return read_elf(src)
         except NotCaptured:
-            if ranges:
-                raise ElfError(
-                    f"{self.whl.path}:{name}: dynamic tables lie outside its loadable segments",
-                    "the library is malformed; rebuild it",
-                ) from None
-            return self._scan(name, cap.planned_ranges())
+            # Tables outside the kept ranges (beyond the front cap, before .dynamic): one more
+            # pass over this member, keeping exactly the ranges .dynamic names. Never a third:
+            # what two passes could not reach is not where the loader would find it either.
+            planned = cap.planned_ranges()
+            if second_pass and planned:
+                return self._scan(name, planned)
+            raise ElfError(
+                f"{self.whl.path}:{name}: its program headers or dynamic tables lie outside its loadable segments",
+                "the library is malformed; rebuild it",
+            ) from None
 
     def elf(self, path: str) -> ElfInfo:
         if path not in self._elf:
