@@ -47,6 +47,12 @@ def is_initialized() -> bool:
     return True
 
 
+# The runtime initialises when the plugin loads.  torch.utils.checkpoint reads this attribute (not
+# is_initialized()) to decide whether to stash and restore flagos's RNG state around a recomputed forward:
+# without it, dropout inside a checkpointed block would draw other masks in backward.
+_initialized = True
+
+
 def _is_in_bad_fork() -> bool:
     """torch.manual_seed asks this before seeding; the host runtime survives fork."""
     return False

@@ -13,15 +13,24 @@ namespace torch_fl::aten {
 
 namespace {
 
+// The choice depends on which operands need gradients (the CPU flash kernel is
+// not differentiable in attn_mask, say): a kernel view has no autograd state of
+// its own, so it is told.
+at::Tensor choice_view(const at::Tensor& t) {
+  auto view = native_view_if_flagos(t);
+  if (is_flagos(t) && t.requires_grad()) view.set_requires_grad(true);
+  return view;
+}
+
 int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
   std::optional<at::Tensor> mask;
-  if (attn_mask.has_value()) mask = native_view_if_flagos(*attn_mask);
+  if (attn_mask.has_value() && attn_mask->defined()) mask = choice_view(*attn_mask);
   // The op of the same name asks the kernel device's stub (the stub's own call
   // operator is not exported to extensions).
-  return at::_fused_sdp_choice(native_view_if_flagos(query), native_view_if_flagos(key), native_view_if_flagos(value),
-                               mask, dropout_p, is_causal, scale, enable_gqa);
+  return at::_fused_sdp_choice(choice_view(query), choice_view(key), choice_view(value), mask, dropout_p, is_causal,
+                               scale, enable_gqa);
 }
 
 }  // namespace

@@ -72,6 +72,10 @@ void sync_from_native_view(const at::Tensor& flagos_tensor, const at::Tensor& vi
       view.storage_offset() != flagos_tensor.storage_offset()) {
     flagos_tensor.unsafeGetTensorImpl()->set_sizes_and_strides(view.sizes(), view.strides(), view.storage_offset());
   }
+  // Kernels may leave an out= result as a conjugate view of what they wrote
+  // (linalg_lu_solve with left=False flips the bit instead of conjugating).
+  if (view.is_conj() != flagos_tensor.is_conj()) flagos_tensor._set_conj(view.is_conj());
+  if (view.is_neg() != flagos_tensor.is_neg()) flagos_tensor._set_neg(view.is_neg());
 }
 
 at::Tensor from_native(const at::Tensor& result, c10::Device device) {

@@ -18,7 +18,6 @@ result pickles with ``torch.save``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +75,7 @@ def parse_case(case_id: str) -> tuple[Any, torch.dtype]:
 
 @dataclass
 class SampleResult:
-    """What one sample computed, as CPU tensors (``None`` where the reference raised)."""
+    """What one sample computed, as CPU tensors (``None`` where the run raised)."""
 
     forward: list[Any] | None = None
     grads: list[torch.Tensor | None] | None = None
@@ -87,6 +86,15 @@ class SampleResult:
 class CaseResult:
     case_id: str
     samples: list[SampleResult] = field(default_factory=list)
+
+    def to_plain(self) -> dict[str, Any]:
+        """Lists, dicts, tensors and strings only: loadable with ``torch.load(weights_only=True)``."""
+        return {"case_id": self.case_id,
+                "samples": [{"forward": s.forward, "grads": s.grads, "error": s.error} for s in self.samples]}
+
+    @classmethod
+    def from_plain(cls, plain: dict[str, Any]) -> CaseResult:
+        return cls(plain["case_id"], [SampleResult(**s) for s in plain["samples"]])
 
 
 def _seed(device_type: str, seed: int) -> None:
@@ -133,14 +141,19 @@ def _samples(op: Any, dtype: torch.dtype) -> list[Any]:
     return samples
 
 
+def _error(e: BaseException) -> str:
+    first_line = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {first_line}"
+
+
 def _run_sample(op: Any, sample: Any, device: str, backward: bool) -> SampleResult:
-    moved = _to_device(sample, device)
-    _seed(device, SEED)
     try:
+        moved = _to_device(sample, device)
+        _seed(device, SEED)
         out = op(moved.input, *moved.args, **moved.kwargs)
         out = moved.output_process_fn_grad(out)
     except Exception as e:  # noqa: BLE001 - the error is the result; the reference decides whether it counts
-        return SampleResult(error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        return SampleResult(error=_error(e))
     result = SampleResult(forward=[_to_cpu(x) for x in _leaves(out)])
     if not backward:
         return result
@@ -156,36 +169,67 @@ def _run_sample(op: Any, sample: Any, device: str, backward: bool) -> SampleResu
     grad_outputs = [torch.randn(o.shape, dtype=o.dtype, generator=gen).to(o.device) for o in outputs]
     try:
         grads = torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)
-    except Exception as e:  # noqa: BLE001
-        result.error = f"backward: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    except Exception as e:  # noqa: BLE001 - as above
+        result.error = f"backward: {_error(e)}"
         return result
     result.grads = [None if g is None else _to_cpu(g) for g in grads]
     return result
 
 
-def run_case(case_id: str, device: str) -> CaseResult:
-    """Runs one case on ``device`` ("cpu", "flagos", "cuda"); results on the CPU."""
+def export_samples(case_id: str) -> list[tuple[Any, tuple[Any, ...], dict[str, Any]]]:
+    """The case's sample inputs as plain data (input, args, kwargs), for a reference in another interpreter,
+    whose own OpInfo database may generate other values: it computes on exactly these."""
+    op, dtype = parse_case(case_id)
+    return [(s.input, tuple(s.args), dict(s.kwargs)) for s in _samples(op, dtype)]
+
+
+def run_case(case_id: str, device: str, samples: list[tuple[Any, Any, Any]] | None = None) -> CaseResult:
+    """Runs one case on ``device`` ("cpu", "flagos", "cuda"), on its own samples or on ``samples``
+    (export_samples); results on the CPU."""
     op, dtype = parse_case(case_id)
     backward = supports_backward(op, dtype)
+    own = _samples(op, dtype)
+    if samples is not None:
+        from torch.testing._internal.opinfo.core import SampleInput
+
+        # Outputs defined only up to a sign or phase (svd, eig, ...) are made comparable by the sample's own
+        # output_process_fn_grad, which depends on the sample's arguments, not on its values.
+        own = [
+            SampleInput(inp, args=tuple(args), kwargs=dict(kwargs),
+                        output_process_fn_grad=own[k].output_process_fn_grad if k < len(own) else (lambda x: x))
+            for k, (inp, args, kwargs) in enumerate(samples)
+        ]
     result = CaseResult(case_id)
-    for sample in _samples(op, dtype):
+    for sample in own:
         result.samples.append(_run_sample(op, sample, device, backward))
     return result
 
 
-def _assert_close(actual: Any, expected: Any, what: str, metadata_only: bool) -> None:
+def run_exported(payload: dict[str, list[Any]], devices: list[str]) -> dict[str, dict[str, Any]]:
+    """The reference side: every case of ``payload`` (case id -> export_samples) on each device, as plain data.
+    A case this interpreter's OpInfo database lacks is left out."""
+    known = set(case_ids())
+    return {cid: {d: run_case(cid, d, samples).to_plain() for d in devices}
+            for cid, samples in payload.items() if cid in known}
+
+
+def _assert_close(actual: Any, expected: Any, what: str, metadata_only: bool, tol: dict[str, float]) -> None:
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), f"{what}: got {type(actual).__name__}, expected a tensor"
         if metadata_only:
             assert (actual.shape, actual.dtype) == (expected.shape, expected.dtype), what
             return
-        torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{what}: {m}")
+        torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{what}: {m}", **tol)
     else:
         assert actual == expected or (actual != actual and expected != expected), f"{what}: {actual!r} != {expected!r}"
 
 
-def compare(actual: CaseResult, expected: CaseResult) -> None:
-    """Raises AssertionError naming the first sample, output or gradient that differs."""
+def compare(actual: CaseResult, expected: CaseResult, *, rtol: float | None = None, atol: float | None = None) -> None:
+    """Raises AssertionError naming the first sample, output or gradient that differs.
+
+    Tolerances are PyTorch's defaults per dtype unless both ``rtol`` and ``atol`` are given (PyTorch compares
+    two different devices' kernels, as native CUDA against the CPU, with 1e-3 each: test_ops.py test_compare_cpu)."""
+    tol = {"rtol": rtol, "atol": atol} if rtol is not None and atol is not None else {}
     op, _ = parse_case(expected.case_id)
     metadata_only = op.name in UNINITIALISED_OUTPUT
     assert len(actual.samples) == len(expected.samples), "sample counts differ"
@@ -195,7 +239,7 @@ def compare(actual: CaseResult, expected: CaseResult) -> None:
         assert a.forward is not None, f"sample {k}: the reference computed it but the device raised {a.error}"
         assert len(a.forward) == len(e.forward), f"sample {k}: {len(a.forward)} outputs, expected {len(e.forward)}"
         for j, (x, y) in enumerate(zip(a.forward, e.forward, strict=True)):
-            _assert_close(x, y, f"sample {k} output {j}", metadata_only)
+            _assert_close(x, y, f"sample {k} output {j}", metadata_only, tol)
         if e.grads is None:
             if e.error is None:
                 continue
@@ -207,8 +251,4 @@ def compare(actual: CaseResult, expected: CaseResult) -> None:
                 assert x is None or not x.any(), f"sample {k} grad {j}: the reference has none"
                 continue
             assert x is not None, f"sample {k} grad {j}: missing on the device"
-            _assert_close(x, y, f"sample {k} grad {j}", metadata_only)
-
-
-def iter_cases(selected: Callable[[str], bool] = lambda _: True) -> Iterator[str]:
-    return (c for c in case_ids() if selected(c))
+            _assert_close(x, y, f"sample {k} grad {j}", metadata_only, tol)

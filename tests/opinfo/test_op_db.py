@@ -1,0 +1,63 @@
+"""PyTorch's OpInfo database on flagos against the CPU: every op and dtype, forward and backward.
+
+The host platform's kernels are the CPU's own, so flagos must compute what the
+CPU computes within PyTorch's default per-dtype tolerances; see
+``opinfo_runner.py`` for how cases are built and ``expected_failures.py`` for the
+only places it may not, each with its reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("expecttest", reason="PyTorch's OpInfo database needs expecttest (ci/requirements-test.txt)")
+
+import torch  # noqa: E402
+
+import torch_fl  # noqa: E402,F401  (registers the device)
+
+from expected_failures import EXPECTED_ERRORS, EXPECTED_MISMATCHES  # noqa: E402
+from opinfo_runner import case_ids, compare, op_id, parse_case, run_case  # noqa: E402
+
+pytestmark = pytest.mark.opinfo
+
+
+def _params() -> list[object]:
+    params: list[object] = []
+    for case_id in case_ids():
+        reason = EXPECTED_MISMATCHES.get(case_id)
+        marks = [pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError)] if reason else []
+        params.append(pytest.param(case_id, id=case_id, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("case_id", _params())
+def test_flagos_matches_cpu(case_id: str) -> None:
+    expected = run_case(case_id, "cpu")
+    actual = run_case(case_id, "flagos")
+    op, _ = parse_case(case_id)
+    if op_id(op) in EXPECTED_ERRORS:
+        text, _why = EXPECTED_ERRORS[op_id(op)]
+        computed = [k for k, s in enumerate(expected.samples) if s.forward is not None]
+        assert computed, "the CPU rejects every sample: the case no longer shows the rule"
+        for k in computed:
+            error = actual.samples[k].error or ""
+            assert text in error and "\n" not in error, f"sample {k}: expected an error with {text!r}, got {error!r}"
+        return
+    compare(actual, expected)
+
+
+def test_every_supported_dtype_is_a_case() -> None:
+    """The tier covers each dtype of the seven for every op whose CPU kernels support it."""
+    ids = set(case_ids())
+    by_dtype = {name: sum(1 for c in ids if c.endswith(f"-{name}")) for name in
+                ("float32", "float64", "bfloat16", "float16", "complex64", "int64", "bool")}
+    assert all(n > 0 for n in by_dtype.values()), by_dtype
+    assert "add-float32" in ids and "add-bool" in ids and "mm-complex64" in ids
+    assert torch.float32 in parse_case("add-float32")[0].supported_dtypes("cpu")
+
+
+def test_expected_lists_name_real_cases() -> None:
+    ops = {c.rpartition("-")[0] for c in case_ids()}
+    assert set(EXPECTED_ERRORS) <= ops
+    assert set(EXPECTED_MISMATCHES) <= set(case_ids())
