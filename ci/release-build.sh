@@ -6,6 +6,9 @@
 # usage: ci/release-build.sh PLATFORM PYTHON_VERSION [KIND]
 #   KIND forked-libtorch: the vendor's libtorch fork is taken from the torch of
 #   the platform image's Python (or VENDOR_TORCH: a torch-*.whl or torch/lib).
+#   KIND cuda-assets (a CPU runner): torch-fl-build downloads the CUDA torch wheel
+#   and, for its verify stage, the wheel's nvidia-* requirements into
+#   ${XDG_CACHE_HOME:-~/.cache}/torch_fl once; no GPU and no driver are needed.
 set -euo pipefail
 # shellcheck source=ci/release-env.sh
 . "$(dirname "$0")/release-env.sh"
