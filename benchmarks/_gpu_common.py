@@ -96,9 +96,10 @@ class NativeChild:
         return json.loads(line)
 
     def close(self) -> None:
-        assert self.child.stdin is not None
-        self.child.stdin.close()
+        assert self.child.stdin is not None and self.child.stdout is not None
+        self.child.stdin.close()  # the child's loop ends at end of input
         self.child.wait()
+        self.child.stdout.close()
 
 
 def serve(commands: dict[str, Callable[..., dict]]) -> None:

@@ -1,0 +1,62 @@
+"""The GPU benchmarks' native-child protocol (benchmarks/_gpu_common.py) with a CPU child: commands
+and their arguments over the pipe, flagos never registered there, the two sides taking turns."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from support.paths import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import _gpu_common as common  # noqa: E402
+
+CHILD = '''
+import os, sys
+sys.path.insert(0, {benchmarks!r})
+import torch
+from _gpu_common import serve
+if "--native-child" in sys.argv:
+    serve({{"double": lambda x: {{"value": 2 * int(x)}},
+            "env": lambda: {{"autoload": os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD"),
+                            "flagos": hasattr(torch, "flagos")}}}})
+'''
+
+
+def test_the_child_answers_commands_and_never_registers_flagos(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(benchmarks=str(REPO / "benchmarks")))
+    child = common.NativeChild(sys.executable, str(script))
+    try:
+        assert child.ask("double", "21") == {"value": 42}
+        assert child.ask("env") == {"autoload": "0", "flagos": False}
+        env = child.ask("environment")
+        assert env["torch"] == common.torch.__version__ and env["cuda"] == common.torch.version.cuda
+    finally:
+        child.close()
+    assert child.child.returncode == 0
+
+
+def test_the_sides_take_turns_and_medians_are_per_side() -> None:
+    order: list[str] = []
+
+    def timer(side: str, values: list[float]):  # noqa: ANN202
+        it = iter(values)
+        return lambda: (order.append(side), next(it))[1]
+
+    ms = common.median_ms({"cuda": timer("cuda", [1.0, 9.0, 2.0]), "flagos": timer("flagos", [4.0, 3.0, 5.0])},
+                          repeats=3)
+    assert order == ["cuda", "flagos"] * 3
+    assert ms == {"cuda": 2.0, "flagos": 4.0}
+
+
+def test_without_a_cuda_build_the_reference_must_be_given(capsys: pytest.CaptureFixture[str]) -> None:
+    if common.torch.version.cuda:
+        pytest.skip("this torch is a CUDA build: it is its own reference")
+    assert common.reference_python("/some/python") == "/some/python"
+    with pytest.raises(SystemExit) as exit_:
+        common.reference_python(None)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--reference-python" in err
