@@ -44,11 +44,16 @@ TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&reject_sparse_layout>());
 }
 
-// Functional ops whose generic PrivateUse1 path calls their out= variant with a
-// 0-dim output that the CPU kernel then resizes (a deprecation warning on every
-// call); routing the functional op itself runs PyTorch's CPU functional kernel.
+// Routed by name:
+//  * mse_loss: its generic PrivateUse1 path calls the out= variant with a 0-dim
+//    output that the CPU kernel then resizes (a deprecation warning on every
+//    call); routing the functional op itself runs the kernel device's kernel;
+//  * conj_physical_: its only kernel is a composite one that calls a
+//    DispatchStub for the tensor's device type, which PrivateUse1 lacks
+//    ("DispatchStub: missing kernel"); on a kernel view it finds the device's.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
+  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
 }
 
 // A backend without its own kernel for an op gets PyTorch's generic one where

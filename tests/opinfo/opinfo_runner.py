@@ -18,6 +18,7 @@ result pickles with ``torch.save``).
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,10 +59,13 @@ def op_id(op: Any) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def case_ids() -> list[str]:
-    """``<op>[.<variant>]-<dtype>`` for every OpInfo and dtype its CPU kernels support."""
+def case_ids(*, inplace: bool = False) -> list[str]:
+    """``<op>[.<variant>]-<dtype>`` for every OpInfo and dtype its CPU kernels support (``inplace``: only
+    OpInfos with an in-place variant)."""
     out = []
     for name, op in op_db().items():
+        if inplace and op.inplace_variant is None:
+            continue
         supported = op.supported_dtypes("cpu")
         out.extend(f"{name}-{DTYPE_NAMES[d]}" for d in DTYPES if d in supported)
     return out
@@ -146,10 +150,14 @@ def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {first_line}"
 
 
-def _run_sample(op: Any, sample: Any, device: str, backward: bool) -> SampleResult:
+def _run_sample(op: Any, sample: Any, device: str, backward: bool, inplace: bool = False) -> SampleResult:
     try:
         moved = _to_device(sample, device)
         _seed(device, SEED)
+        if inplace:  # the in-place variant on a copy of the input, without autograd
+            with torch.no_grad():
+                out = op.inplace_variant(moved.input.clone(), *moved.args, **moved.kwargs)
+            return SampleResult(forward=[_to_cpu(x) for x in _leaves(out)])
         out = op(moved.input, *moved.args, **moved.kwargs)
         out = moved.output_process_fn_grad(out)
     except Exception as e:  # noqa: BLE001 - the error is the result; the reference decides whether it counts
@@ -183,9 +191,18 @@ def export_samples(case_id: str) -> list[tuple[Any, tuple[Any, ...], dict[str, A
     return [(s.input, tuple(s.args), dict(s.kwargs)) for s in _samples(op, dtype)]
 
 
-def run_case(case_id: str, device: str, samples: list[tuple[Any, Any, Any]] | None = None) -> CaseResult:
+def _run_quietly(op: Any, sample: Any, device: str, backward: bool, inplace: bool) -> SampleResult:
+    # Ops warn once per process (deprecations, beta APIs): whichever device ran first would see the warning,
+    # and the suite turns warnings into errors.  The values are what is compared here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _run_sample(op, sample, device, backward, inplace)
+
+
+def run_case(case_id: str, device: str, samples: list[tuple[Any, Any, Any]] | None = None, *,
+             inplace: bool = False) -> CaseResult:
     """Runs one case on ``device`` ("cpu", "flagos", "cuda"), on its own samples or on ``samples``
-    (export_samples); results on the CPU."""
+    (export_samples); results on the CPU.  ``inplace``: the op's in-place variant instead, forward only."""
     op, dtype = parse_case(case_id)
     backward = supports_backward(op, dtype)
     own = _samples(op, dtype)
@@ -201,7 +218,7 @@ def run_case(case_id: str, device: str, samples: list[tuple[Any, Any, Any]] | No
         ]
     result = CaseResult(case_id)
     for sample in own:
-        result.samples.append(_run_sample(op, sample, device, backward))
+        result.samples.append(_run_quietly(op, sample, device, backward and not inplace, inplace))
     return result
 
 

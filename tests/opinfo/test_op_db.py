@@ -47,6 +47,12 @@ def test_flagos_matches_cpu(case_id: str) -> None:
     compare(actual, expected)
 
 
+@pytest.mark.parametrize("case_id", case_ids(inplace=True))
+def test_inplace_variant_matches_cpu(case_id: str) -> None:
+    """``x.add_(...)`` and friends write what the CPU writes (no autograd: a copy of the input is written)."""
+    compare(run_case(case_id, "flagos", inplace=True), run_case(case_id, "cpu", inplace=True))
+
+
 def test_every_supported_dtype_is_a_case() -> None:
     """The tier covers each dtype of the seven for every op whose CPU kernels support it."""
     ids = set(case_ids())
