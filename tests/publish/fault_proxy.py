@@ -14,7 +14,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 
@@ -136,26 +136,37 @@ class FaultProxy:
                 body += chunk
             fault = self._choose(method, head + body)
             what = fault.kind if fault else "pass"
+            counted = method == "POST"
             with self._lock:
                 self.requests.append((method, path, what))
-                if method == "POST":
+                if counted:
                     self._in_flight += 1
                     self.max_uploads_in_flight = max(self.max_uploads_in_flight, self._in_flight)
-            try:
-                self._handle(client, fault, head, body, length)
-            finally:
-                if method == "POST":
+
+            def answered() -> None:
+                # An upload stops counting before its answer goes back: the client may start
+                # the next one as soon as it has read it, before this thread runs again.
+                nonlocal counted
+                if counted:
+                    counted = False
                     with self._lock:
                         self._in_flight -= 1
+
+            try:
+                self._handle(client, fault, head, body, length, answered)
+            finally:
+                answered()
         except OSError:
             pass
         finally:
             client.close()
 
-    def _handle(self, client: socket.socket, fault: Fault | None, head: bytes, body: bytes, length: int) -> None:
+    def _handle(self, client: socket.socket, fault: Fault | None, head: bytes, body: bytes, length: int,
+                answered: Callable[[], None]) -> None:
         kind = fault.kind if fault is not None else "pass"
         if kind == "503":
             self._drain(client, length - len(body))
+            answered()
             client.sendall(
                 b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 19\r\n"
                 b"Connection: close\r\n\r\nservice unavailable"
@@ -181,6 +192,7 @@ class FaultProxy:
             if kind == "stall_response":
                 self._closing.wait(self.stall_seconds)
                 return
+            answered()
             client.sendall(response)
         finally:
             upstream.close()
