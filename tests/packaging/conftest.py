@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import synthetic  # noqa: E402
-from torch_fl_packaging.configure import installed_torch  # noqa: E402
+from torch_fl_packaging.torch_info import installed_torch  # noqa: E402
 from torch_fl_packaging.recipe import Recipe, load_recipe  # noqa: E402
 
 from packaging_support import BUNDLERS, SDK_VERSION, build_env, run_build, torch_base  # noqa: E402
@@ -108,7 +108,7 @@ def real_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def stock_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment holding only stock torch (the build's version); returns its python."""
-    from torch_fl_packaging.configure import installed_torch
+    from torch_fl_packaging.torch_info import installed_torch
 
     env_dir = tmp_path_factory.mktemp("stock-env")
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)

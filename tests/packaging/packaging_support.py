@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from support.paths import REPO
-from torch_fl_packaging.configure import installed_torch
+from torch_fl_packaging.torch_info import installed_torch
 
 BUNDLERS = REPO / "bundlers"
 SDK_VERSION = {"metax": "3.8.1", "dcu": "26.04", "ppu": "1.5.2", "ascend": "8.2.0", "gcu": "3.4.5",

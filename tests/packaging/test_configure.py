@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from packaging_support import BUNDLERS, REPO, build_env, run_build
 from synthetic import make_sdk_tree
-from torch_fl_packaging.configure import check_concrete_version, configure, installed_torch, read_sdk_version
+from torch_fl_packaging.configure import check_concrete_version, configure, read_sdk_version
 from torch_fl_packaging.errors import ConfigureError
 from torch_fl_packaging.recipe import load_recipe
+from torch_fl_packaging.torch_info import installed_torch
 
 
 def test_installed_torch_is_read_without_importing_it() -> None:
@@ -19,7 +20,8 @@ def test_installed_torch_is_read_without_importing_it() -> None:
     info, lib = installed_torch()
     assert info.version.startswith("2.") and info.git_version and info.cxx11_abi is True
     assert (lib / "libc10.so").is_file()
-    probe = ("import sys; from torch_fl_packaging.configure import installed_torch; installed_torch(); "
+    probe = ("import sys; import torch_fl_packaging.configure; from torch_fl_packaging.torch_info import installed_torch; "
+             "installed_torch(); "
              "print('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
@@ -104,15 +106,15 @@ def _plugin(tmp_path: Path, torch_lib: Path) -> Path:
 @pytest.mark.compile
 def test_build_env_vendor_torch_must_link_the_vendor_runtime(tmp_path: Path, torch_lib: Path) -> None:
     from synthetic import compile_library
-    from torch_fl_packaging.configure import _check_links_vendor_runtime
+    from torch_fl_packaging.vendor_torch import check_links_vendor_runtime
 
     recipe = load_recipe("metax", BUNDLERS)
     with pytest.raises(ConfigureError, match="not metax's build of torch"):
-        _check_links_vendor_runtime(recipe, torch_lib)  # stock torch+cpu
+        check_links_vendor_runtime(recipe, torch_lib)  # stock torch+cpu
     sdk = make_sdk_tree(tmp_path / "maca", recipe, "3.8.1")
     fork = tmp_path / "fork"
     compile_library(fork / "libc10.so", "libc10.so", needed=[sdk["libmcruntime.so"]])
-    _check_links_vendor_runtime(recipe, fork)  # a fork that links MACA passes
+    check_links_vendor_runtime(recipe, fork)  # a fork that links MACA passes
 
 
 @pytest.mark.compile

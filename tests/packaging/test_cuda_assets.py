@@ -12,7 +12,7 @@ import pytest
 from packaging_support import BUNDLERS, build_env, run_build, torch_base
 from support.wheels import PY_TAG, write_wheel
 from synthetic import compile_library, make_plugin_wheel
-from torch_fl_packaging.configure import installed_torch
+from torch_fl_packaging.torch_info import installed_torch
 from torch_fl_packaging.elf_read import read_elf
 from torch_fl_packaging.recipe import load_recipe
 

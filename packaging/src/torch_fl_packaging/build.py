@@ -21,8 +21,9 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from .configure import Config, cache_dir
+from .configure import Config
 from .errors import BuildError
+from .torch_download import cache_dir
 
 __all__ = ["BuiltWheel", "build"]
 

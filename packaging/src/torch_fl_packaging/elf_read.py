@@ -16,7 +16,7 @@ from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
-__all__ = ["ElfInfo", "is_elf", "read_elf", "version_floor"]
+__all__ = ["ElfInfo", "dynamic_strings", "is_elf", "read_elf", "version_floor"]
 
 _ELF_MAGIC = b"\x7fELF"
 
@@ -81,6 +81,20 @@ def read_elf(path: Path) -> ElfInfo:
         raise ValueError(f"{path}: not a readable ELF file ({exc})") from None
     return ElfInfo(soname, tuple(needed), rpath, runpath,
                    {k: frozenset(v) for k, v in needs.items()})
+
+
+def dynamic_strings(path: Path) -> bytes | None:
+    """The dynamic string table (.dynstr): every name the file imports or exports, and its
+    DT_NEEDED/SONAME/RPATH strings. None when the file has none.
+
+    Raises ``ValueError`` when the file is not a readable ELF.
+    """
+    try:
+        with path.open("rb") as f:
+            sec = ELFFile(f).get_section_by_name(".dynstr")
+            return None if sec is None else bytes(sec.data())
+    except (ELFError, OSError, AssertionError) as exc:
+        raise ValueError(f"{path}: not a readable ELF file ({exc})") from None
 
 
 _VERSION_RE = re.compile(r"^(GLIBC|GLIBCXX)_([0-9]+(?:\.[0-9]+)*)$")
