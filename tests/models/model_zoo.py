@@ -12,6 +12,7 @@ pickles with ``torch.save``).  No downloads: configs and inputs are made here.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,10 +124,19 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to("cpu")
 
 
-def run_model(name: str, device: str) -> ModelRun:
+def initial_state(name: str) -> dict[str, torch.Tensor]:
+    """The model's initial weights (CPU), to hand to a reference in another interpreter."""
+    torch.manual_seed(SEED)
+    return {k: v.clone() for k, v in MODELS[name].build().state_dict().items()}
+
+
+def run_model(name: str, device: str, state: dict[str, torch.Tensor] | None = None) -> ModelRun:
+    """One training run of model ``name`` on ``device``, from ``state`` (initial_state) or the seeded weights."""
     spec = MODELS[name]
     torch.manual_seed(SEED)
     cpu_model = spec.build().eval()  # eval: no dropout anywhere, so runs are comparable
+    if state is not None:
+        cpu_model.load_state_dict(state)
     model = copy.deepcopy(cpu_model).to(device)
     tied = {f"{a}={b}": _attr(model, a) is _attr(model, b) for a, b in spec.tied}
     batch = _batch(spec, device)
@@ -147,6 +157,15 @@ def run_model(name: str, device: str) -> ModelRun:
             generated = _cpu(model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6,
                                             do_sample=False, pad_token_id=0))
     return ModelRun(logits, loss, grads, params_after, generated, tied)
+
+
+def run_model_plain(name: str, device: str, state: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """run_model as plain data (torch.load(weights_only=True)): the reference interpreter's entry point."""
+    return dataclasses.asdict(run_model(name, device, state))
+
+
+def from_plain(plain: dict[str, Any]) -> ModelRun:
+    return ModelRun(**plain)
 
 
 def compare(actual: ModelRun, expected: ModelRun, *, rtol: float = 1e-4, atol: float = 1e-5) -> None:

@@ -31,7 +31,6 @@ _DEVICE_POLICY = (
 # case id (op id-dtype) -> why
 EXPECTED_MISMATCHES: dict[str, str] = {
     "nn.functional.linear_cross_entropy.chunked-float16": _DEVICE_POLICY,
-    "nn.functional.linear_cross_entropy.chunked-bfloat16": _DEVICE_POLICY,
     "nn.functional.linear_cross_entropy.chunked_none-float16": _DEVICE_POLICY,
     "nn.functional.linear_cross_entropy.chunked_none-bfloat16": _DEVICE_POLICY,
 }

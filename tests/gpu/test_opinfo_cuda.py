@@ -1,0 +1,62 @@
+"""PyTorch's OpInfo database on flagos (cuda platform) against native CUDA and the CPU.
+
+The reference interpreter (reference.py) computes native CUDA and the CPU on the very sample values
+flagos gets (opinfo_runner.export_samples).  Where native CUDA equals the CPU within PyTorch's
+cross-device tolerance (1e-3, as test_ops.py's test_compare_cpu), flagos must too; where it does not
+(a kernel's documented difference), the case says so and is skipped.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("expecttest", reason="PyTorch's OpInfo database needs expecttest")
+
+OPINFO = Path(__file__).resolve().parents[1] / "opinfo"
+sys.path.insert(0, str(OPINFO))
+
+import reference  # noqa: E402
+import torch  # noqa: E402
+from opinfo_runner import CaseResult, case_ids, compare, export_samples, run_case  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, pytest.mark.opinfo]
+CROSS_DEVICE = {"rtol": 1e-3, "atol": 1e-3}
+
+
+def _travels(samples: Any) -> bool:
+    buffer = io.BytesIO()
+    try:
+        torch.save(samples, buffer)
+        buffer.seek(0)
+        torch.load(buffer, weights_only=True)
+    except Exception:  # noqa: BLE001 - any failure means the samples cannot reach the reference
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def native() -> tuple[dict[str, Any], dict[str, Any]]:
+    payload = {cid: s for cid in case_ids() if _travels(s := export_samples(cid))}
+    return payload, reference.call("opinfo_runner:run_exported", payload, ["cuda", "cpu"], paths=[OPINFO],
+                                   timeout=3600)
+
+
+@pytest.mark.parametrize("case_id", case_ids())
+def test_flagos_passes_where_native_cuda_passes(case_id: str, native: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    payload, results = native
+    if case_id not in payload:
+        pytest.skip("its sample inputs do not load with weights_only, so they cannot reach the reference")
+    if case_id not in results:
+        pytest.skip("the reference interpreter's OpInfo database has no such case")
+    cuda = CaseResult.from_plain(results[case_id]["cuda"])
+    cpu = CaseResult.from_plain(results[case_id]["cpu"])
+    try:
+        compare(cuda, cpu, **CROSS_DEVICE)
+    except AssertionError as e:
+        pytest.skip(f"native CUDA differs from the CPU here too: {str(e).splitlines()[0][:200]}")
+    compare(run_case(case_id, "flagos", payload[case_id]), cpu, **CROSS_DEVICE)
