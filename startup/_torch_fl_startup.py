@@ -14,8 +14,16 @@ It lives outside the ``torch_fl`` package, like the bootstrap, because
 ``torch_fl/__init__.py`` imports torch.  ``FLAGOS_NO_STARTUP_HOOK=1`` turns it off.
 """
 
+# ruff: noqa: INP001 - a top-level module of site-packages by design (the .pth imports it by this name)
+
 import os
 import sys
+
+# typing costs milliseconds, and this module is imported by every interpreter start:
+# the annotations that need names are strings, checked by mypy only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
 
 
 class TorchImportHook:
@@ -26,7 +34,8 @@ class TorchImportHook:
     is installed) comes before the import and must get the same answer.
     """
 
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(self, fullname: str, path: object = None,  # noqa: ARG002 - the finder protocol's signature
+                  target: object = None) -> "ModuleSpec | None":  # noqa: ARG002
         if fullname != "torch":
             return None
         # The torch_fl package installed beside this module (the same wheel).
@@ -39,24 +48,24 @@ class TorchImportHook:
             return None  # a damaged installation: `import torch_fl` imports it too and says what is missing
         return torch_fl_bootstrap.on_torch_import(pkg)
 
-    def invalidate_caches(self):
+    def invalidate_caches(self) -> None:
         pass
 
 
 _hook = None
 
 
-def install():
+def install() -> None:
     """Put the hook first on sys.meta_path (idempotent); nothing when FLAGOS_NO_STARTUP_HOOK=1 or torch is loaded."""
-    global _hook
+    global _hook  # noqa: PLW0603 - the one hook of this interpreter, installed once
     if os.environ.get("FLAGOS_NO_STARTUP_HOOK") == "1" or "torch" in sys.modules or _hook is not None:
         return
     _hook = TorchImportHook()
     sys.meta_path.insert(0, _hook)
 
 
-def uninstall():
-    global _hook
+def uninstall() -> None:
+    global _hook  # noqa: PLW0603 - the one hook of this interpreter, installed once
     if _hook is not None:
         try:  # noqa: SIM105 - importing contextlib would cost start-up time
             sys.meta_path.remove(_hook)

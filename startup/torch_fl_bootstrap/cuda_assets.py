@@ -80,7 +80,7 @@ def missing_dependency(message: str) -> str | None:
     return os.path.basename(head.strip()) if sep else None
 
 
-class _NeedsDriver(Exception):
+class _NeedsDriverError(Exception):
     """A library (or one it needs) links the NVIDIA driver, which is not installed."""
 
 
@@ -110,11 +110,10 @@ def preload(pkg: str, manifest: Manifest) -> None:
         while True:
             try:
                 loaded[path] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-                return
             except OSError as exc:
                 missing = missing_dependency(str(exc))
                 if missing in _DRIVER:
-                    raise _NeedsDriver(path) from None
+                    raise _NeedsDriverError(path) from None
                 if depth < 16 and missing and missing in index and index[missing] not in loaded:
                     load(index[missing], depth + 1)
                     continue
@@ -123,18 +122,20 @@ def preload(pkg: str, manifest: Manifest) -> None:
                     f"{manifest.label} cannot load {path}: {exc}. The CUDA runtime comes from the nvidia "
                     f"packages the wheel requires ({reqs or 'see its METADATA'}); install them: "
                     f"pip install torch_fl=={manifest.wheel_version}") from None
+            else:
+                return
 
     bundled_names = {rec.soname for rec, _ in bundled}
     for rec, _ in bundled:
         for dep in rec.needed:
             if dep not in bundled_names and dep in index:
-                with contextlib.suppress(_NeedsDriver):  # it links the driver itself: see below
+                with contextlib.suppress(_NeedsDriverError):  # it links the driver itself: see below
                     load(index[dep])
     paths = {rec.path: path for rec, path in bundled}
     for rec in load_order([rec for rec, _ in bundled]):
         try:
             load(paths[rec.path])
-        except _NeedsDriver:
+        except _NeedsDriverError:
             # Without a driver PyTorch still imports: it loads the pieces that link the driver
             # (the NVRTC glue) on demand and then reports the driver missing.  The core pair
             # must load now, or the CUDA hooks are the stub ones.

@@ -195,7 +195,8 @@ class ViewFinder:
     def __init__(self, entry: str) -> None:
         self.entry = entry
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
+    def find_spec(self, fullname: str, path: object = None,  # noqa: ARG002 - the finder protocol's signature
+                  target: object = None) -> ModuleSpec | None:  # noqa: ARG002
         if fullname != "torch":
             return None
         return torch_spec_from(self.entry)
