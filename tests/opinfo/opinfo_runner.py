@@ -124,7 +124,10 @@ def _leaves(tree: Any) -> list[Any]:
 
 def _to_cpu(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
-        return x.detach().resolve_conj().resolve_neg().to("cpu")
+        x = x.detach()
+        if x._is_zerotensor():  # efficient zero tensors (some gradients) have no memory and do not pickle
+            return torch.zeros(x.shape, dtype=x.dtype)
+        return x.resolve_conj().resolve_neg().to("cpu")
     if isinstance(x, torch.dtype | torch.device | torch.Size | int | float | complex | bool | str | type(None)):
         return x
     return repr(type(x))
