@@ -35,7 +35,7 @@ class Net(torch.nn.Module):
         return self.out(h) + (self.spare(h) if use_spare else 0)
 
 
-def _batches(world: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def make_batches(world: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(7)
     return [(torch.randn(world * BATCH, 8, generator=g), torch.randn(world * BATCH, 4, generator=g))
             for _ in range(2 * STEPS)]
@@ -76,49 +76,54 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _ddp_worker(rank: int, world: int, out_dir: str, port: int) -> None:
-    init_rank(rank, world, port)
-    torch.manual_seed(0)
-    base = Net()
-    batches = _batches(world)
+def ddp_trained(base: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]], rank: int, device: str,
+                device_ids: list[int] | None) -> dict[str, Any]:
+    """Every variant trained with DDP on ``device``: parameters, DDP's timings, bucket count, grad device."""
     results: dict[str, Any] = {}
     for variant, kwargs in VARIANTS.items():
-        reference = _train(copy.deepcopy(base), "cpu", batches, None, variant)
-        trained = {}
-        for device in ("flagos", "cpu"):
-            model = copy.deepcopy(base).to(device)
-            ddp = DDP(model, device_ids=[rank] if device == "flagos" else None, **kwargs)
-            if variant == "comm_hook":
-                ddp.register_comm_hook(None, default_hooks.allreduce_hook)
-            trained[device] = _train(ddp, device, batches, rank, variant)
-            if device == "flagos":
-                logging = ddp._get_ddp_logging_data()
-                results[f"{variant}/timer"] = (logging.get("avg_forward_compute_time", 0),
-                                               logging.get("avg_backward_compute_time", 0))
-                results[f"{variant}/buckets"] = len(ddp.reducer._get_zeros_like_grad_buckets())
-                results[f"{variant}/grad_device"] = str(model.inp.weight.grad.device)
-        results[variant] = (reference, trained["flagos"], trained["cpu"])
-    save_result(out_dir, rank, results)
+        model = copy.deepcopy(base).to(device)
+        ddp = DDP(model, device_ids=device_ids, **kwargs)
+        if variant == "comm_hook":
+            ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+        results[variant] = _train(ddp, device, batches, rank, variant)
+        logging = ddp._get_ddp_logging_data()
+        results[f"{variant}/timer"] = (logging.get("avg_forward_compute_time", 0),
+                                       logging.get("avg_backward_compute_time", 0))
+        results[f"{variant}/buckets"] = len(ddp.reducer._get_zeros_like_grad_buckets())
+        results[f"{variant}/grad_device"] = str(model.inp.weight.grad.device)
+    return results
+
+
+def one_process(base: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, Any]:
+    return {variant: _train(copy.deepcopy(base), "cpu", batches, None, variant) for variant in VARIANTS}
+
+
+def initial_model() -> Net:
+    torch.manual_seed(0)
+    return Net()
+
+
+def _ddp_worker(rank: int, world: int, out_dir: str, port: int) -> None:
+    init_rank(rank, world, port)
+    base, batches = initial_model(), make_batches(world)
+    save_result(out_dir, rank, {"reference": one_process(base, batches),
+                                "flagos": ddp_trained(base, batches, rank, "flagos", [rank]),
+                                "cpu": ddp_trained(base, batches, rank, "cpu", None)})
 
 
 def test_ddp_on_flagos_equals_one_process_and_ddp_on_cpu(tmp_path: Path) -> None:
     results = run_world(_ddp_worker, 2, tmp_path)
-    for rank, per_rank in enumerate(results):
+    initial = initial_model().state_dict()
+    for rank, r in enumerate(results):
         for variant in VARIANTS:
-            reference, on_flagos, on_cpu = per_rank[variant]
-            moved = [k for k in reference if not torch.equal(reference[k], _initial()[k])]
-            assert moved, f"{variant}: training changed nothing"
+            reference, on_flagos, on_cpu = r["reference"][variant], r["flagos"][variant], r["cpu"][variant]
+            assert any(not torch.equal(reference[k], initial[k]) for k in reference), f"{variant}: nothing trained"
             for name in reference:
                 torch.testing.assert_close(on_flagos[name], reference[name], rtol=1e-5, atol=1e-6,
                                            msg=f"rank {rank} {variant}: {name} vs one process")
                 torch.testing.assert_close(on_flagos[name], on_cpu[name], rtol=1e-5, atol=1e-6,
                                            msg=f"rank {rank} {variant}: {name} vs DDP on CPU")
-            forward_ns, backward_ns = per_rank[f"{variant}/timer"]
+            forward_ns, backward_ns = r["flagos"][f"{variant}/timer"]
             assert forward_ns > 0 and backward_ns > 0, f"{variant}: no DDP runtime statistics (reducer timer)"
-            assert per_rank[f"{variant}/grad_device"] == f"flagos:{rank}"
-        assert per_rank["buckets/buckets"] > per_rank["default/buckets"] >= 1
-
-
-def _initial() -> dict[str, torch.Tensor]:
-    torch.manual_seed(0)
-    return Net().state_dict()
+            assert r["flagos"][f"{variant}/grad_device"] == f"flagos:{rank}"
+        assert r["flagos"]["buckets/buckets"] > r["flagos"]["default/buckets"] >= 1

@@ -41,7 +41,7 @@ class TinyTransformer(torch.nn.Module):
         return self.head(h)
 
 
-def _batches(world: int) -> list[torch.Tensor]:
+def make_batches(world: int) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(3)
     return [torch.randint(0, VOCAB, (world * BATCH, SEQ + 1), generator=g) for _ in range(STEPS)]
 
@@ -63,7 +63,7 @@ def _train(model: torch.nn.Module, device: str, batches: list[torch.Tensor], ran
         opt.step()
 
 
-def _full(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().cpu() for k, v in model.state_dict().items()}
 
 
@@ -78,16 +78,26 @@ def _sharded(device: str, world: int, seed: int) -> tuple[torch.nn.Module, torch
     return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
 
-def _fsdp_worker(rank: int, world: int, out_dir: str, port: int) -> None:
-    init_rank(rank, world, port)
-    batches = _batches(world)
+def one_process(batches: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     reference = _model(0)
     _train(reference, "cpu", batches, None, torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9))
-    results: dict[str, Any] = {"reference": {k: v.detach() for k, v in reference.state_dict().items()}}
+    return {k: v.detach() for k, v in reference.state_dict().items()}
+
+
+def fsdp_trained(device: str, world: int, batches: list[torch.Tensor],
+                 rank: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    model, opt = _sharded(device, world, seed=0)
+    _train(model, device, batches, rank, opt)
+    return model, opt
+
+
+def _fsdp_worker(rank: int, world: int, out_dir: str, port: int) -> None:
+    init_rank(rank, world, port)
+    batches = make_batches(world)
+    results: dict[str, Any] = {"reference": one_process(batches)}
     for device in ("flagos", "cpu"):
-        model, opt = _sharded(device, world, seed=0)
-        _train(model, device, batches, rank, opt)
-        results[device] = _full(model)
+        model, opt = fsdp_trained(device, world, batches, rank)
+        results[device] = full_state(model)
         if device == "flagos":
             local = next(iter(model.parameters())).to_local()
             results["local_shard_device"] = str(local.device)
@@ -96,15 +106,15 @@ def _fsdp_worker(rank: int, world: int, out_dir: str, port: int) -> None:
             model_state, optim_state = get_state_dict(model, opt)
             dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=checkpoint)
             fresh, fresh_opt = _sharded(device, world, seed=1)
-            results["fresh_before_load"] = _full(fresh)
+            results["fresh_before_load"] = full_state(fresh)
             state = dict(zip(("model", "optim"), get_state_dict(fresh, fresh_opt), strict=True))
             dcp.load(state, checkpoint_id=checkpoint)
             set_state_dict(fresh, fresh_opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
-            results["loaded"] = _full(fresh)
+            results["loaded"] = full_state(fresh)
             # The optimizer state came back too: one more identical step keeps both models equal.
             _train(model, device, batches[:1], rank, opt)
             _train(fresh, device, batches[:1], rank, fresh_opt)
-            results["after_step"] = (_full(model), _full(fresh))
+            results["after_step"] = (full_state(model), full_state(fresh))
     dist.barrier(device_ids=[rank])
     save_result(out_dir, rank, results)
 
