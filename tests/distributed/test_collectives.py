@@ -27,7 +27,7 @@ def _both(device: str, run: Callable[[str], Any]) -> Any:
     return [r.cpu() for r in result]
 
 
-def _collectives(rank: int, world: int) -> dict[str, Callable[[str], Any]]:
+def collectives(rank: int, world: int) -> dict[str, Callable[[str], Any]]:
     peer_next, peer_prev = (rank + 1) % world, (rank - 1) % world
 
     def all_reduce(op: dist.ReduceOp) -> Callable[[str], Any]:
@@ -139,6 +139,11 @@ def _collectives(rank: int, world: int) -> dict[str, Callable[[str], Any]]:
         dist.barrier(device_ids=[rank]) if d == "flagos" else dist.barrier()
         return torch.ones(1)
 
+    p2p = {
+        "send_recv_ring": send_recv_ring,
+        "send_recv_blocking": send_recv_blocking,
+        "recv_any_source": recv_any_source,
+    }
     return {
         "all_reduce_sum": all_reduce(dist.ReduceOp.SUM),
         "all_reduce_max": all_reduce(dist.ReduceOp.MAX),
@@ -156,14 +161,12 @@ def _collectives(rank: int, world: int) -> dict[str, Callable[[str], Any]]:
         "reduce_scatter_tensor_coalesced": reduce_scatter_tensor_coalesced,
         "all_to_all_single_uneven": all_to_all_single_uneven,
         "all_to_all": all_to_all,
-        "send_recv_ring": send_recv_ring,
-        "send_recv_blocking": send_recv_blocking,
-        "recv_any_source": recv_any_source,
+        **(p2p if world > 1 else {}),  # a rank cannot send to itself
         "barrier": barrier,
     }
 
 
-def _outcome(device: str, run: Callable[[str], Any]) -> Any:
+def outcome(device: str, run: Callable[[str], Any]) -> Any:
     try:
         return _both(device, run)
     except Exception as error:  # an engine's own refusal must be the same on both sides
@@ -172,7 +175,7 @@ def _outcome(device: str, run: Callable[[str], Any]) -> Any:
 
 def _collectives_worker(rank: int, world: int, out_dir: str, port: int) -> None:
     init_rank(rank, world, port)
-    results = {name: (_outcome("flagos", run), _outcome("cpu", run)) for name, run in _collectives(rank, world).items()}
+    results = {name: (outcome("flagos", run), outcome("cpu", run)) for name, run in collectives(rank, world).items()}
     # The backend behind the flagos tensors and the one behind the CPU tensors.
     group = dist.distributed_c10d._get_default_group()
     results["_backends"] = (group._get_backend(torch.device("flagos")).name(),
