@@ -70,6 +70,11 @@ else:
 
 routing.install(routing.load(_C._platform()), log_dispatch=os.environ.get("FLAGOS_LOG_DISPATCH", "0") == "1")
 
+if torch.distributed.is_available():
+    from torch_fl import distributed  # noqa: E402
+
+    distributed.register()
+
 
 def get_registered_ops() -> list[str]:
     """Operators registered for the flagos key: the native kernels, and on platforms whose kernel results are

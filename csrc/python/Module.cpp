@@ -9,6 +9,7 @@
 
 #include "aten/Registration.h"
 #include "aten/Routing.h"
+#include "distributed/Python.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
 #include "runtime/FlagosGenerator.h"
@@ -196,6 +197,9 @@ PyMethodDef methods[] = {
     {"_route", route, METH_O, "(requested, effective) provider of an operator."},
     {"_provider_names", provider_names, METH_NOARGS, nullptr},
     {"_available_providers", available_providers, METH_NOARGS, nullptr},
+    {"_kernel_view_backend", distributed::py_kernel_view_backend, METH_VARARGS,
+     "The flagos process group backend over an engine (torch_fl/distributed)."},
+    {"_kernel_view_engine", distributed::py_kernel_view_engine, METH_O, "The engine of a flagos backend, or None."},
     {nullptr, nullptr, 0, nullptr},
 };
 
