@@ -4,10 +4,12 @@
 // math implementation, which materialises and keeps the attention matrix); flagos
 // answers each with the kernel device's own choice, made on kernel views.
 #include <ATen/ATen.h>
+#include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 
 #include "aten/NativeView.h"
+#include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::aten {
 
@@ -29,8 +31,17 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   if (attn_mask.has_value() && attn_mask->defined()) mask = choice_view(*attn_mask);
   // The op of the same name asks the kernel device's stub (the stub's own call
   // operator is not exported to extensions).
-  return at::_fused_sdp_choice(choice_view(query), choice_view(key), choice_view(value), mask, dropout_p, is_causal,
-                               scale, enable_gqa);
+  const auto choice = at::_fused_sdp_choice(choice_view(query), choice_view(key), choice_view(value), mask, dropout_p,
+                                           is_causal, scale, enable_gqa);
+  // scaled_dot_product_attention sends a flash-attention choice on any device
+  // but CUDA to the CPU's flash kernel (_scaled_dot_product_flash_attention_for_cpu:
+  // no dropout, no CUDA kernel; PyTorch 2.13's attention.cpp).  On CUDA memory
+  // flagos answers memory-efficient attention instead, which the composite
+  // hands to the device's own kernel, dropout included.
+  if (runtime::kernel_device_type() == c10::kCUDA && choice == static_cast<int64_t>(at::SDPBackend::flash_attention)) {
+    return static_cast<int64_t>(at::SDPBackend::efficient_attention);
+  }
+  return choice;
 }
 
 }  // namespace
