@@ -7,6 +7,7 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <torch/version.h>
 
 #include "aten/NativeView.h"
 #include "runtime/DeviceRuntime.h"
@@ -33,14 +34,16 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   // operator is not exported to extensions).
   const auto choice = at::_fused_sdp_choice(choice_view(query), choice_view(key), choice_view(value), mask, dropout_p,
                                            is_causal, scale, enable_gqa);
-  // scaled_dot_product_attention sends a flash-attention choice on any device
-  // but CUDA to the CPU's flash kernel (_scaled_dot_product_flash_attention_for_cpu:
-  // no dropout, no CUDA kernel; PyTorch 2.13's attention.cpp).  On CUDA memory
-  // flagos answers memory-efficient attention instead, which the composite
-  // hands to the device's own kernel, dropout included.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 12)
+  // Here scaled_dot_product_attention sends a flash-attention choice on any
+  // device but CUDA to the CPU's flash kernel (_scaled_dot_product_flash_attention_for_cpu:
+  // no dropout, no CUDA kernel; seen with 2.13, while 2.11 hands PrivateUse1 to
+  // the device's flash kernel).  On CUDA memory flagos answers memory-efficient
+  // attention instead, which the composite hands to the device's own kernel.
   if (runtime::kernel_device_type() == c10::kCUDA && choice == static_cast<int64_t>(at::SDPBackend::flash_attention)) {
     return static_cast<int64_t>(at::SDPBackend::efficient_attention);
   }
+#endif
   return choice;
 }
 
