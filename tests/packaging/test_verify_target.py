@@ -19,7 +19,7 @@ import pytest
 from packaging.version import Version
 from support.elf import compile_c
 from support.wheels import PY_TAG, write_wheel
-from torch_fl_packaging.configure import installed_torch
+from torch_fl_packaging.torch_info import installed_torch
 from torch_fl_packaging.elf_read import read_elf
 from torch_fl_packaging.errors import EXIT_BAD_INPUT, TargetError, VerifyError
 from torch_fl_packaging.manifest import validate_manifest

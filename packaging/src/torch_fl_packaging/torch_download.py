@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from .errors import ConfigureError
+from .pip_env import isolated_pip_env
 from .recipe import Recipe
 
 __all__ = ["cache_dir", "download_cuda_torch"]
@@ -38,11 +39,7 @@ def download_cuda_torch(version: str, recipe: Recipe) -> Path:
         raise ConfigureError("no index to download the CUDA torch wheel from", recipe.platform,
                              "pass --vendor-torch or set the recipe's vendor_torch.index")
     cache.mkdir(parents=True, exist_ok=True)
-    # The local pip configuration (files or PIP_* variables) may point at a wheelhouse
-    # that prefers +cpu builds; the CUDA wheel must come from the configured index only.
-    keep = {"PIP_CERT", "PIP_CLIENT_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_PROXY", "PIP_RETRIES", "PIP_TRUSTED_HOST"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in keep}
-    env["PIP_CONFIG_FILE"] = os.devnull
+    env = isolated_pip_env()  # the CUDA wheel comes from the configured index only
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
            "-i", index, "-d", str(cache), f"torch=={version}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)

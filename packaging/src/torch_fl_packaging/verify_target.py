@@ -28,6 +28,7 @@ from torch_fl_preflight.host_checks import unmet_requirements
 from torch_fl_preflight.host_env import HostEnv
 
 from .errors import TargetError
+from .pip_env import isolated_pip_env
 
 __all__ = ["RUNTIME_FROM_REQUIREMENTS", "RequirementsTarget", "TargetSource", "cache_dir", "default_index",
            "make_target"]
@@ -36,9 +37,6 @@ __all__ = ["RUNTIME_FROM_REQUIREMENTS", "RequirementsTarget", "TargetSource", "c
 RUNTIME_FROM_REQUIREMENTS = frozenset({"cuda-assets"})
 
 #: pip settings kept from the caller's environment: how to reach an index, never which one.
-_PIP_KEEP = frozenset({"PIP_CERT", "PIP_CLIENT_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_PROXY", "PIP_RETRIES",
-                       "PIP_TRUSTED_HOST"})
-
 
 @dataclass(frozen=True)
 class TargetSource:
@@ -87,18 +85,9 @@ def cache_dir() -> Path:
     return Path(base) / "torch_fl" / "requirements"
 
 
-def _pip_env() -> dict[str, str]:
-    # The machine's pip configuration (files or PIP_* variables) may point at a wheelhouse of +cpu
-    # builds or carry constraints; the requirements must come from the named sources only.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in _PIP_KEEP}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
-
-
 def _pip(python: str, args: list[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run([python, "-m", "pip", *args], capture_output=True, text=True, env=_pip_env(),
+        return subprocess.run([python, "-m", "pip", *args], capture_output=True, text=True, env=isolated_pip_env(),
                               check=False)
     except OSError as exc:
         raise TargetError("cannot run pip", python, f"pass --target-python a working interpreter ({exc})") from None
