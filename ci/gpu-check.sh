@@ -94,19 +94,9 @@ if [[ -n "$REF" && $NO_GPU == 0 ]]; then
 fi
 { echo "python: $PY (torch $torch_version${cuda:+, CUDA $cuda})"; echo "reference: ${REF:-none}"; } >>"$OUT/gpu.txt"
 
-# step NAME EXPECT [record options...] -- COMMAND...: runs COMMAND (output in OUT/NAME.log) and records it.
-step() {
-  local name=$1 expect=$2; shift 2
-  local opts=()
-  while [[ $1 != -- ]]; do opts+=("$1"); shift; done
-  shift
-  local t=$SECONDS rc
-  echo "== $name" >&2
-  "$@" >"$OUT/$name.log" 2>&1; rc=$?
-  "$PY" "$RECORD" record --results "$RESULTS" --step "$name" --rc "$rc" --seconds $((SECONDS - t)) \
-    --expect "$expect" --log "$OUT/$name.log" "${opts[@]}"
-  return $rc
-}
+RECORD_PY="$PY"
+# shellcheck source=ci/_step.sh
+source "$ROOT/ci/_step.sh"
 # Every step runs from OUT: no source checkout's unbuilt torch_fl on sys.path.
 cd "$OUT" || die "cannot enter $OUT"
 

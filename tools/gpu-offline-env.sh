@@ -88,19 +88,9 @@ if [[ $GPU == 1 && -z "$REFERENCE" ]]; then
   die "no --reference-python given — pass the machine's own Python with a CUDA build of torch (native results)"
 fi
 
-# step NAME EXPECT [record options...] -- COMMAND...: runs COMMAND with its output in OUT/NAME.log, records it.
-step() {
-  local name=$1 expect=$2; shift 2
-  local opts=()
-  while [[ $1 != -- ]]; do opts+=("$1"); shift; done
-  shift
-  local t=$SECONDS rc
-  echo "== $name" >&2
-  "$@" >"$OUT/$name.log" 2>&1; rc=$?
-  "$HOSTPY" "$RECORD" record --results "$RESULTS" --step "$name" --rc "$rc" --seconds $((SECONDS - t)) \
-    --expect "$expect" --log "$OUT/$name.log" "${opts[@]}"
-  return $rc
-}
+RECORD_PY="$HOSTPY"
+# shellcheck source=ci/_step.sh
+source "$ROOT/ci/_step.sh"
 finish() {
   local extra=()
   [[ $REHEARSAL == 1 ]] && extra=(--no-gpu)

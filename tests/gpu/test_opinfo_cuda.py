@@ -8,7 +8,6 @@ cross-device tolerance (1e-3, as test_ops.py's test_compare_cpu), flagos must to
 
 from __future__ import annotations
 
-import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,28 +20,16 @@ OPINFO = Path(__file__).resolve().parents[1] / "opinfo"
 sys.path.insert(0, str(OPINFO))
 
 import reference  # noqa: E402
-import torch  # noqa: E402
 from expected_failures import EXPECTED_ERRORS  # noqa: E402
-from opinfo_runner import CaseResult, case_ids, compare, export_samples, op_id, parse_case, run_case  # noqa: E402
+from opinfo_runner import CaseResult, case_ids, compare, export_samples, op_id, parse_case, run_case, travels  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.opinfo]
 CROSS_DEVICE = {"rtol": 1e-3, "atol": 1e-3}
 
 
-def _travels(samples: Any) -> bool:
-    buffer = io.BytesIO()
-    try:
-        torch.save(samples, buffer)
-        buffer.seek(0)
-        torch.load(buffer, weights_only=True)
-    except Exception:  # noqa: BLE001 - any failure means the samples cannot reach the reference
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def native() -> tuple[dict[str, Any], dict[str, Any]]:
-    payload = {cid: s for cid in case_ids() if _travels(s := export_samples(cid))}
+    payload = {cid: s for cid in case_ids() if travels(s := export_samples(cid))}
     return payload, reference.call("opinfo_runner:run_exported", payload, ["cuda", "cpu"], paths=[OPINFO],
                                    timeout=3600)
 

@@ -204,6 +204,21 @@ def _run_quietly(op: Any, sample: Any, device: str, backward: bool, inplace: boo
         return _run_sample(op, sample, device, backward, inplace)
 
 
+def travels(samples: Any) -> bool:
+    """Whether ``samples`` (export_samples) survive torch.save and torch.load(weights_only=True), the way to a
+    reference interpreter; a few OpInfos pass callables or other objects that do not."""
+    import io
+
+    buffer = io.BytesIO()
+    try:
+        torch.save(samples, buffer)
+        buffer.seek(0)
+        torch.load(buffer, weights_only=True)
+    except Exception:  # noqa: BLE001 - any failure means the samples cannot travel
+        return False
+    return True
+
+
 def run_case(case_id: str, device: str, samples: list[tuple[Any, Any, Any]] | None = None, *,
              inplace: bool = False) -> CaseResult:
     """Runs one case on ``device`` ("cpu", "flagos", "cuda"), on its own samples or on ``samples``

@@ -29,7 +29,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "gpu")]
 
 import torch  # noqa: E402
 from expected_failures import EXPECTED_ERRORS, EXPECTED_MISMATCHES  # noqa: E402
-from opinfo_runner import DTYPE_NAMES, CaseResult, case_ids, compare, export_samples, run_case  # noqa: E402
+from opinfo_runner import DTYPE_NAMES, CaseResult, case_ids, compare, export_samples, run_case, travels  # noqa: E402
 
 import torch_fl  # noqa: E402,F401
 
@@ -42,19 +42,6 @@ def _passes(actual: CaseResult, expected: CaseResult, **tol: float) -> str | Non
     except AssertionError as e:
         return str(e).splitlines()[0][:300]
     return None
-
-
-def _travels(samples: Any) -> bool:
-    import io
-
-    buffer = io.BytesIO()
-    try:
-        torch.save(samples, buffer)
-        buffer.seek(0)
-        torch.load(buffer, weights_only=True)
-    except Exception:  # noqa: BLE001 - any failure means: this case's samples cannot reach the reference
-        return False
-    return True
 
 
 def against_cpu(ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -71,7 +58,7 @@ def against_cuda(ids: list[str], python: str | None) -> dict[str, dict[str, Any]
     payload = {}
     for cid in ids:
         samples = export_samples(cid)
-        if _travels(samples):
+        if travels(samples):
             payload[cid] = samples
     native = reference.call("opinfo_runner:run_exported", payload, ["cuda", "cpu"], python=python, paths=[HERE],
                             timeout=3600)
