@@ -9,7 +9,7 @@
 #include <ATen/native/transformers/attention.h>
 #include <torch/version.h>
 
-#include "aten/NativeView.h"
+#include "aten/KernelView.h"
 #include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::aten {
@@ -20,7 +20,7 @@ namespace {
 // not differentiable in attn_mask, say): a kernel view has no autograd state of
 // its own, so it is told.
 at::Tensor choice_view(const at::Tensor& t) {
-  auto view = native_view_if_flagos(t);
+  auto view = kernel_view_if_flagos(t);
   if (is_flagos(t) && t.requires_grad()) view.set_requires_grad(true);
   return view;
 }

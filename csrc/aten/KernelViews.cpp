@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "aten/NativeView.h"
+#include "aten/KernelView.h"
 
 namespace torch_fl::aten {
 
@@ -12,21 +12,22 @@ at::Tensor KernelViews::add(const at::Tensor& t, bool written) {
   TORCH_CHECK(entries_.empty() || entries_.front().flagos.device() == t.device(),
               "Expected all tensors to be on the same device, but found at least two devices, ",
               entries_.front().flagos.device(), " and ", t.device(), "!");
-  entries_.push_back(Entry{t, native_view(t), written});
+  entries_.push_back(Entry{t, kernel_view(t), written});
   return entries_.back().view;
 }
 
 void KernelViews::sync_written() {
   for (const Entry& e : entries_) {
-    if (e.written) sync_from_native_view(e.flagos, e.view);
+    if (e.written) sync_from_kernel_view(e.flagos, e.view);
   }
 }
 
 at::Tensor KernelViews::to_flagos(const at::Tensor& result, c10::Device device) {
   if (!result.defined() || is_flagos(result)) return result;
-  if (result.layout() != c10::kStrided) return from_native(result, device);  // one-line error: no storage to match
+  // Not strided: no storage to match; from_kernel_result says so in one line.
+  if (result.layout() != c10::kStrided) return from_kernel_result(result, device);
   const auto k = find(result);
-  if (!k.has_value()) return from_native(result, device);
+  if (!k.has_value()) return from_kernel_result(result, device);
   const Entry& e = entries_[*k];
   if (result.unsafeGetTensorImpl() == e.view.unsafeGetTensorImpl()) return e.flagos;
   auto alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(e.flagos.storage()),

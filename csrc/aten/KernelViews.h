@@ -1,7 +1,7 @@
 // The kernel views of one operator call: every flagos argument seen as a tensor
-// of the kernel device type (NativeView.h), and the way back for the kernel's
-// results.  Shared by the boxed routed fallback (Boxing.cpp) and the unboxed
-// direct kernels (DirectKernels.cpp).
+// of the kernel device type (KernelView.h), and the way back for the kernel's
+// results.  Shared by the boxed routed fallback (RoutedFallback.cpp) and the unboxed
+// kernels (UnboxedKernels.cpp).
 #pragma once
 
 #include <optional>
@@ -25,7 +25,7 @@ class KernelViews {
 
   // A kernel result as a flagos tensor on `device`: the argument itself for
   // in-place and out= results, a flagos view for results aliasing an argument,
-  // else the result adopted or copied (from_native).
+  // else the result adopted or copied (from_kernel_result).
   at::Tensor to_flagos(const at::Tensor& result, c10::Device device);
 
   // The device of the first flagos argument, if there was one.

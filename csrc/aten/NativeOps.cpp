@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "aten/NativeView.h"
+#include "aten/KernelView.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
 
@@ -38,7 +38,7 @@ void check_strided(std::optional<c10::Layout> layout, std::optional<bool> pin_me
 
 // A dense block copy is one runtime copy; anything else (dtype conversion,
 // broadcasting, different strides) runs the kernel device's copy kernel over
-// kernel views (NativeView.h).
+// kernel views (KernelView.h).
 bool is_block_copy(const at::Tensor& src, const at::Tensor& dst) {
   return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.strides() == dst.strides() &&
          src.is_non_overlapping_and_dense() && !src.is_conj() && !dst.is_conj() && !src.is_neg() &&
@@ -146,7 +146,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   if (self.numel() == 0) return dst;
   if (self._is_zerotensor()) {
     // No memory to read: the values are zeros.
-    native_view_if_flagos(dst).zero_();
+    kernel_view_if_flagos(dst).zero_();
     return dst;
   }
   if (is_block_copy(self, dst)) {
@@ -158,8 +158,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     runtime::copy(dst.data_ptr(), self.const_data_ptr(), nbytes, kind, nullptr);
     return dst;
   }
-  auto dst_view = native_view_if_flagos(dst);
-  dst_view.copy_(native_view_if_flagos(self));
+  auto dst_view = kernel_view_if_flagos(dst);
+  dst_view.copy_(kernel_view_if_flagos(self));
   return dst;
 }
 

@@ -1,5 +1,5 @@
 // Operators flagos implements itself: factories, copies, views and storage
-// manipulation.  Everything else goes through routing (Boxing.h).
+// manipulation.  Everything else goes through routing (RoutedFallback.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>

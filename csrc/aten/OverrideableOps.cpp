@@ -2,16 +2,16 @@
 
 #include <ATen/ATen.h>
 
-#include "aten/NativeView.h"
+#include "aten/KernelView.h"
 #include <c10/core/DeviceGuard.h>
 
 namespace torch_fl::aten {
 
 namespace {
 
-at::Tensor on_kernel_device(const at::Tensor& t) { return native_view_if_flagos(t); }
+at::Tensor on_kernel_device(const at::Tensor& t) { return kernel_view_if_flagos(t); }
 
-at::Tensor back(const at::Tensor& t, c10::Device device) { return t.defined() ? from_native(t, device) : t; }
+at::Tensor back(const at::Tensor& t, c10::Device device) { return t.defined() ? from_kernel_result(t, device) : t; }
 
 }  // namespace
 

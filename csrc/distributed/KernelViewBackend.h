@@ -1,6 +1,6 @@
 // The c10d backend of the flagos device: every collective runs in an existing
 // engine (gloo on the host platform, NCCL on the cuda platform) on kernel views of
-// the flagos tensors (aten/NativeView.h), never in a collective written here.
+// the flagos tensors (aten/KernelView.h), never in a collective written here.
 //
 // On the cuda platform a flagos stream is the CUDA stream of the same id, so
 // NCCL's usual ordering applies unchanged: its stream waits on the current

@@ -3,7 +3,7 @@
 #include <c10/core/Storage.h>
 #include <c10/util/Exception.h>
 
-#include "aten/NativeView.h"
+#include "aten/KernelView.h"
 
 namespace torch_fl::distributed {
 
@@ -11,9 +11,9 @@ namespace {
 
 void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
 
-// native_view(t) whose memory keeps t's storage alive (see LentViews).
+// kernel_view(t) whose memory keeps t's storage alive (see LentViews).
 at::Tensor owning_view(const at::Tensor& t) {
-  auto view = aten::native_view(t);
+  auto view = aten::kernel_view(t);
   auto* impl = view.storage().unsafeGetStorageImpl();
   const c10::Device where = impl->data_ptr().device();
   void* data = impl->mutable_data();
@@ -65,7 +65,7 @@ at::Tensor LentViews::flagos_of(const at::Tensor& view) const {
   // A tensor the engine made itself (none of gloo's or NCCL's collectives return
   // one today): hand it back as flagos memory.
   TORCH_INTERNAL_ASSERT(device_.has_value(), op_, ": the engine returned a tensor but none was lent");
-  return aten::from_native(view, *device_);
+  return aten::from_kernel_result(view, *device_);
 }
 
 std::vector<at::Tensor> LentViews::to_flagos(const std::vector<at::Tensor>& views) const {

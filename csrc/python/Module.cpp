@@ -7,7 +7,7 @@
 #include <torch/csrc/utils/python_numbers.h>
 #include <torch/csrc/utils/python_strings.h>
 
-#include "aten/Registration.h"
+#include "aten/KernelDeviceRoutes.h"
 #include "aten/Routing.h"
 #include "distributed/Python.h"
 #include "runtime/DeviceRuntime.h"

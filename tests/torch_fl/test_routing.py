@@ -29,7 +29,7 @@ def test_op_override_and_dispatch_log(run_python) -> None:
         env={"FLAGOS_OP_add__Tensor": "cpu", "FLAGOS_LOG_DISPATCH": "1"},
     )
     assert "result 30.0 cpu host" in result.stdout
-    # Operators with a direct kernel (DirectKernels.cpp) are routed under their own name.
+    # Operators with an unboxed kernel (UnboxedKernels.cpp) are routed under their own name.
     assert "[torch_fl] aten::add.Tensor -> cpu" in result.stderr
     assert "[torch_fl] aten::sum -> host" in result.stderr
     # Others reach the backend as what PyTorch's generic kernel calls: arange as its out= variant.

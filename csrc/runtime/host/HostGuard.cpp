@@ -55,7 +55,7 @@ c10::Stream FlagosGuardImpl::exchangeStream(c10::Stream stream) const {
   return previous;
 }
 
-void* FlagosGuardImpl::getStreamNativeHandle(const c10::Stream stream) const { return native_stream(stream); }
+void* FlagosGuardImpl::getStreamNativeHandle(const c10::Stream stream) const { return runtime_stream(stream); }
 
 c10::DeviceIndex FlagosGuardImpl::deviceCount() const noexcept { return runtime::device_count(); }
 
@@ -74,12 +74,12 @@ void FlagosGuardImpl::record(void** event, const c10::Stream& stream, const c10:
               static_cast<int>(stream.device_index()));
   // torch.Event(enable_timing=True) asks for BACKEND_DEFAULT, like CUDA.
   if (*event == nullptr) *event = runtime::create_event(flag == c10::EventFlag::BACKEND_DEFAULT);
-  runtime::record_event(*event, native_stream(stream));
+  runtime::record_event(*event, runtime_stream(stream));
 }
 
 void FlagosGuardImpl::block(void* event, const c10::Stream& stream) const {
   if (event == nullptr) return;  // never recorded: nothing to wait for
-  runtime::stream_wait_event(native_stream(stream), event);
+  runtime::stream_wait_event(runtime_stream(stream), event);
 }
 
 bool FlagosGuardImpl::queryEvent(void* event) const { return event == nullptr || runtime::query_event(event); }
@@ -94,11 +94,11 @@ double FlagosGuardImpl::elapsedTime(void* start, void* end, const c10::DeviceInd
 }
 
 bool FlagosGuardImpl::queryStream(const c10::Stream& stream) const {
-  return runtime::query_stream(native_stream(stream));
+  return runtime::query_stream(runtime_stream(stream));
 }
 
 void FlagosGuardImpl::synchronizeStream(const c10::Stream& stream) const {
-  runtime::synchronize_stream(native_stream(stream));
+  runtime::synchronize_stream(runtime_stream(stream));
 }
 
 void FlagosGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) const {

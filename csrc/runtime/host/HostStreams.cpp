@@ -63,7 +63,7 @@ c10::Stream stream_from_pool(c10::DeviceIndex device) {
   return c10::Stream::unpack3(static_cast<c10::StreamId>(index + 1), device, c10::DeviceType::PrivateUse1);
 }
 
-runtime::StreamHandle native_stream(const c10::Stream& stream) {
+runtime::StreamHandle runtime_stream(const c10::Stream& stream) {
   if (stream.id() == 0) return nullptr;
   TORCH_CHECK(stream.id() > 0 && stream.id() <= kStreamPoolSize, "unknown flagos stream id ", stream.id());
   return pool(stream.device_index()).streams[stream.id() - 1];

@@ -18,6 +18,6 @@ c10::Stream default_stream(c10::DeviceIndex device);
 c10::Stream current_stream(c10::DeviceIndex device);
 void set_current_stream(const c10::Stream& stream);
 c10::Stream stream_from_pool(c10::DeviceIndex device);
-runtime::StreamHandle native_stream(const c10::Stream& stream);
+runtime::StreamHandle runtime_stream(const c10::Stream& stream);
 
 }  // namespace torch_fl

@@ -1,4 +1,4 @@
-#include "aten/Boxing.h"
+#include "aten/RoutedFallback.h"
 
 #include <cstdio>
 #include <memory>
@@ -11,7 +11,7 @@
 #include <ATen/native/CPUFallback.h>
 
 #include "aten/KernelViews.h"
-#include "aten/NativeView.h"
+#include "aten/KernelView.h"
 #include "aten/Routing.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosGenerator.h"
@@ -154,7 +154,7 @@ std::unique_ptr<LentKernelGenerator> substitute_generators(const OpPlan& plan, t
 
 // Providers `host` and `cuda`: PyTorch's kernel for the runtime's kernel
 // device type (CPU, CUDA) runs in place on zero-copy views of the device memory.
-void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void run_on_kernel_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();
   const size_t first = stack->size() - arguments.size();
@@ -242,7 +242,7 @@ void routed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   switch (route.effective) {
     case Provider::Host:
     case Provider::Cuda:
-      run_native(op, stack);
+      run_on_kernel_device(op, stack);
       return;
     case Provider::Cpu:
       run_cpu(op, stack);

@@ -1,4 +1,4 @@
-#include "aten/NativeView.h"
+#include "aten/KernelView.h"
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
@@ -12,9 +12,9 @@ namespace torch_fl::aten {
 namespace {
 
 // Wraps the storage of a kernel result into a flagos storage sharing its memory.
-c10::Storage adopt_storage(const c10::Storage& native, c10::Device device) {
-  return c10::Storage(c10::Storage::use_byte_size_t(), native.nbytes(),
-                      adopt_kernel_allocation(native, device.index()), &device_allocator(), /*resizable=*/true);
+c10::Storage adopt_storage(const c10::Storage& kernel_storage, c10::Device device) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), kernel_storage.nbytes(),
+                      adopt_kernel_allocation(kernel_storage, device.index()), &device_allocator(), /*resizable=*/true);
 }
 
 }  // namespace
@@ -33,7 +33,7 @@ void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to) {
   if (from.is_neg()) to._set_neg(true);
 }
 
-at::Tensor native_view(const at::Tensor& flagos_tensor) {
+at::Tensor kernel_view(const at::Tensor& flagos_tensor) {
   const auto kernel_type = runtime::kernel_device_type();
   const c10::Device where(kernel_type, kernel_type == c10::kCPU ? -1 : flagos_tensor.device().index());
   if (flagos_tensor._is_zerotensor()) {
@@ -51,7 +51,7 @@ at::Tensor native_view(const at::Tensor& flagos_tensor) {
   return view;
 }
 
-void sync_from_native_view(const at::Tensor& flagos_tensor, const at::Tensor& view) {
+void sync_from_kernel_view(const at::Tensor& flagos_tensor, const at::Tensor& view) {
   const auto& storage = flagos_tensor.storage();
   if (view.storage().data() != storage.data()) {
     // The kernel resized the view: its bytes now live in memory it allocated.
@@ -78,7 +78,7 @@ void sync_from_native_view(const at::Tensor& flagos_tensor, const at::Tensor& vi
   if (view.is_neg() != flagos_tensor.is_neg()) flagos_tensor._set_neg(view.is_neg());
 }
 
-at::Tensor from_native(const at::Tensor& result, c10::Device device) {
+at::Tensor from_kernel_result(const at::Tensor& result, c10::Device device) {
   TORCH_CHECK_NOT_IMPLEMENTED(result.layout() == c10::kStrided, sparse_layout_advice(result.layout()));
   if (result._is_zerotensor()) {
     return efficient_zero_tensor(result.sym_sizes(), result.scalar_type(), std::nullopt, device, std::nullopt);

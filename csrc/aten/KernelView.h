@@ -18,17 +18,17 @@ c10::DispatchKeySet kernel_dispatch_keys();
 // copying; for an efficient zero tensor, zeros of its shape.  Its storage does
 // not own the memory and is resizable, so a kernel that grows it (an out=
 // argument of the wrong size) gets fresh memory instead of failing;
-// sync_from_native_view() then carries the change back.
-at::Tensor native_view(const at::Tensor& flagos_tensor);
+// sync_from_kernel_view() then carries the change back.
+at::Tensor kernel_view(const at::Tensor& flagos_tensor);
 
 // A flagos tensor as `t` is, or `t` when it is not a flagos tensor.
-inline at::Tensor native_view_if_flagos(const at::Tensor& t) {
-  return is_flagos(t) ? native_view(t) : t;
+inline at::Tensor kernel_view_if_flagos(const at::Tensor& t) {
+  return is_flagos(t) ? kernel_view(t) : t;
 }
 
-// After a kernel ran on `view` = native_view(flagos_tensor): make flagos_tensor
+// After a kernel ran on `view` = kernel_view(flagos_tensor): make flagos_tensor
 // match the view's geometry, and its data if the kernel reallocated the view.
-void sync_from_native_view(const at::Tensor& flagos_tensor, const at::Tensor& view);
+void sync_from_kernel_view(const at::Tensor& flagos_tensor, const at::Tensor& view);
 
 // Gives `to` the conjugate and negative bits of `from`.
 void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to);
@@ -36,7 +36,7 @@ void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to);
 // A flagos tensor on `device` for a kernel's result: the result's own memory
 // where the kernel allocator hands out device memory (adopted, no copy),
 // otherwise a copy into device memory.
-at::Tensor from_native(const at::Tensor& result, c10::Device device);
+at::Tensor from_kernel_result(const at::Tensor& result, c10::Device device);
 
 // A flagos tensor on `device` holding the values of CPU tensor `cpu` (a copy).
 at::Tensor to_device(const at::Tensor& cpu, c10::Device device);

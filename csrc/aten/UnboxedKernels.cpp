@@ -1,6 +1,6 @@
 // Unboxed kernels for the operators a training step calls most.
 //
-// The routed fallback (Boxing.cpp) serves every operator, so it is boxed: the
+// The routed fallback (RoutedFallback.cpp) serves every operator, so it is boxed: the
 // dispatcher packs the arguments into IValues, the fallback reads the schema,
 // and the kernel device's kernel unpacks them again.  On the H200 that costs
 // 4-8 us per call against ~0.6 us for the view-and-adopt work itself (measured
@@ -82,9 +82,9 @@
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/zero_ops.h>
 
-#include "aten/Boxing.h"
+#include "aten/RoutedFallback.h"
 #include "aten/KernelViews.h"
-#include "aten/NativeView.h"
+#include "aten/KernelView.h"
 #include "aten/Routing.h"
 #include "runtime/DeviceRuntime.h"
 
@@ -195,10 +195,10 @@ void match_original(KernelArgument<at::Tensor&>& argument, const at::Tensor& res
 }
 
 template <class Op, class Signature = typename Op::schema>
-struct Direct;
+struct Unboxed;
 
 template <class Op, class R, class... A>
-struct Direct<Op, R(A...)> {
+struct Unboxed<Op, R(A...)> {
   static R call(A... args) {
     static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
     if (!runs_on_kernel_device(op)) {
@@ -231,11 +231,11 @@ struct Direct<Op, R(A...)> {
 };
 
 template <class Op>
-void direct(torch::Library& library) {
+void unboxed(torch::Library& library) {
   std::string name = Op::name;
   name = name.substr(name.find("::") + 2);
   if (*Op::overload_name != '\0') name += std::string(".") + Op::overload_name;
-  library.impl(name.c_str(), TORCH_FN((&Direct<Op>::call)));
+  library.impl(name.c_str(), TORCH_FN((&Unboxed<Op>::call)));
 }
 
 }  // namespace
@@ -246,82 +246,82 @@ void direct(torch::Library& library) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   namespace ops = at::_ops;
   // matrix products
-  direct<ops::mm>(m);
-  direct<ops::addmm>(m);
-  direct<ops::bmm>(m);
-  direct<ops::baddbmm>(m);
+  unboxed<ops::mm>(m);
+  unboxed<ops::addmm>(m);
+  unboxed<ops::bmm>(m);
+  unboxed<ops::baddbmm>(m);
   // pointwise
-  direct<ops::add_Tensor>(m);
-  direct<ops::add__Tensor>(m);
-  direct<ops::sub_Tensor>(m);
-  direct<ops::sub__Tensor>(m);
-  direct<ops::mul_Tensor>(m);
-  direct<ops::mul__Tensor>(m);
-  direct<ops::div_Tensor>(m);
-  direct<ops::div__Tensor>(m);
-  direct<ops::pow_Tensor_Scalar>(m);
-  direct<ops::neg>(m);
-  direct<ops::abs>(m);
-  direct<ops::exp>(m);
-  direct<ops::log>(m);
-  direct<ops::sqrt>(m);
-  direct<ops::rsqrt>(m);
-  direct<ops::reciprocal>(m);
-  direct<ops::clamp_min>(m);
-  direct<ops::where_self>(m);
-  direct<ops::masked_fill__Scalar>(m);
-  direct<ops::fill__Scalar>(m);
-  direct<ops::zero_>(m);
-  direct<ops::clone>(m);
+  unboxed<ops::add_Tensor>(m);
+  unboxed<ops::add__Tensor>(m);
+  unboxed<ops::sub_Tensor>(m);
+  unboxed<ops::sub__Tensor>(m);
+  unboxed<ops::mul_Tensor>(m);
+  unboxed<ops::mul__Tensor>(m);
+  unboxed<ops::div_Tensor>(m);
+  unboxed<ops::div__Tensor>(m);
+  unboxed<ops::pow_Tensor_Scalar>(m);
+  unboxed<ops::neg>(m);
+  unboxed<ops::abs>(m);
+  unboxed<ops::exp>(m);
+  unboxed<ops::log>(m);
+  unboxed<ops::sqrt>(m);
+  unboxed<ops::rsqrt>(m);
+  unboxed<ops::reciprocal>(m);
+  unboxed<ops::clamp_min>(m);
+  unboxed<ops::where_self>(m);
+  unboxed<ops::masked_fill__Scalar>(m);
+  unboxed<ops::fill__Scalar>(m);
+  unboxed<ops::zero_>(m);
+  unboxed<ops::clone>(m);
   // activations and their gradients
-  direct<ops::relu>(m);
-  direct<ops::relu_>(m);
-  direct<ops::threshold_backward>(m);
-  direct<ops::gelu>(m);
-  direct<ops::gelu_backward>(m);
-  direct<ops::silu>(m);
-  direct<ops::silu_backward>(m);
-  direct<ops::sigmoid>(m);
-  direct<ops::sigmoid_backward>(m);
-  direct<ops::tanh>(m);
-  direct<ops::tanh_backward>(m);
+  unboxed<ops::relu>(m);
+  unboxed<ops::relu_>(m);
+  unboxed<ops::threshold_backward>(m);
+  unboxed<ops::gelu>(m);
+  unboxed<ops::gelu_backward>(m);
+  unboxed<ops::silu>(m);
+  unboxed<ops::silu_backward>(m);
+  unboxed<ops::sigmoid>(m);
+  unboxed<ops::sigmoid_backward>(m);
+  unboxed<ops::tanh>(m);
+  unboxed<ops::tanh_backward>(m);
   // reductions, normalisation, softmax, losses
-  direct<ops::sum>(m);
-  direct<ops::sum_dim_IntList>(m);
-  direct<ops::mean_dim>(m);
-  direct<ops::amax>(m);
-  direct<ops::native_layer_norm>(m);
-  direct<ops::native_layer_norm_backward>(m);
-  direct<ops::_softmax>(m);
-  direct<ops::_softmax_backward_data>(m);
-  direct<ops::_log_softmax>(m);
-  direct<ops::_log_softmax_backward_data>(m);
-  direct<ops::nll_loss_forward>(m);
-  direct<ops::nll_loss_backward>(m);
-  direct<ops::native_dropout_backward>(m);
+  unboxed<ops::sum>(m);
+  unboxed<ops::sum_dim_IntList>(m);
+  unboxed<ops::mean_dim>(m);
+  unboxed<ops::amax>(m);
+  unboxed<ops::native_layer_norm>(m);
+  unboxed<ops::native_layer_norm_backward>(m);
+  unboxed<ops::_softmax>(m);
+  unboxed<ops::_softmax_backward_data>(m);
+  unboxed<ops::_log_softmax>(m);
+  unboxed<ops::_log_softmax_backward_data>(m);
+  unboxed<ops::nll_loss_forward>(m);
+  unboxed<ops::nll_loss_backward>(m);
+  unboxed<ops::native_dropout_backward>(m);
   // attention backward (the forward ops are random: dropout)
-  direct<ops::_scaled_dot_product_flash_attention_backward>(m);
-  direct<ops::_scaled_dot_product_efficient_attention_backward>(m);
-  direct<ops::_scaled_dot_product_cudnn_attention_backward>(m);
+  unboxed<ops::_scaled_dot_product_flash_attention_backward>(m);
+  unboxed<ops::_scaled_dot_product_efficient_attention_backward>(m);
+  unboxed<ops::_scaled_dot_product_cudnn_attention_backward>(m);
   // indexing and joining
-  direct<ops::index_select>(m);
-  direct<ops::embedding_dense_backward>(m);
-  direct<ops::cat>(m);
+  unboxed<ops::index_select>(m);
+  unboxed<ops::embedding_dense_backward>(m);
+  unboxed<ops::cat>(m);
   // optimizer updates
-  direct<ops::_foreach_add__Scalar>(m);
-  direct<ops::_foreach_add__List>(m);
-  direct<ops::_foreach_mul__Scalar>(m);
-  direct<ops::_foreach_mul__List>(m);
-  direct<ops::_foreach_mul__Tensor>(m);
-  direct<ops::_foreach_div__ScalarList>(m);
-  direct<ops::_foreach_lerp__Scalar>(m);
-  direct<ops::_foreach_addcmul__Scalar>(m);
-  direct<ops::_foreach_addcdiv__Scalar>(m);
-  direct<ops::_foreach_addcdiv__ScalarList>(m);
-  direct<ops::_foreach_addcdiv__Tensor>(m);
-  direct<ops::_foreach_sqrt>(m);
-  direct<ops::_foreach_zero_>(m);
-  direct<ops::_foreach_norm_Scalar>(m);
+  unboxed<ops::_foreach_add__Scalar>(m);
+  unboxed<ops::_foreach_add__List>(m);
+  unboxed<ops::_foreach_mul__Scalar>(m);
+  unboxed<ops::_foreach_mul__List>(m);
+  unboxed<ops::_foreach_mul__Tensor>(m);
+  unboxed<ops::_foreach_div__ScalarList>(m);
+  unboxed<ops::_foreach_lerp__Scalar>(m);
+  unboxed<ops::_foreach_addcmul__Scalar>(m);
+  unboxed<ops::_foreach_addcdiv__Scalar>(m);
+  unboxed<ops::_foreach_addcdiv__ScalarList>(m);
+  unboxed<ops::_foreach_addcdiv__Tensor>(m);
+  unboxed<ops::_foreach_sqrt>(m);
+  unboxed<ops::_foreach_zero_>(m);
+  unboxed<ops::_foreach_norm_Scalar>(m);
 }
 
 }  // namespace torch_fl::aten
