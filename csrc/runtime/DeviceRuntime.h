@@ -2,10 +2,11 @@
 //
 // torch_fl is built for exactly one platform at a time (FLAGOS_PLATFORM in
 // CMake), so the interface is a set of free functions resolved at link time:
-// runtime/host/HostRuntime.cpp implements it over the emulated runtime's C API,
-// and a vendor implements the same declarations over its own runtime.  Every
-// function converts the vendor's error codes to c10::Error in one checking
-// macro of its implementation (HOSTRT_CHECK); device_count() never throws.
+// runtime/host/HostRuntime.cpp implements it over the C API of the emulated
+// runtime library (csrc/hostrt), and a vendor implements the same declarations
+// over its own runtime.  Every function converts the vendor's error codes to
+// c10::Error in one checking macro of its implementation (HOSTRT_CHECK);
+// device_count() never throws.
 #pragma once
 
 #include <ATen/core/Generator.h>

@@ -2,7 +2,7 @@
 #include "runtime/DeviceRuntime.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include "runtime/host/flagos_hostrt.h"
+#include <flagos_hostrt.h>
 
 // A bad FLAGOS_HOST_* setting makes every call fail; the message then says
 // which setting and how to fix it, instead of naming the call.

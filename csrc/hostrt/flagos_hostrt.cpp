@@ -1,11 +1,11 @@
-// The emulated vendor runtime behind the `host` platform (see flagos_hostrt.h).
+// The emulated vendor runtime behind the `host` platform (see include/flagos_hostrt.h).
 //
 // Work submitted to a stream runs to completion in the submitting thread before
 // the call returns, the way a synchronous device would behave.  Streams and
 // events therefore keep PyTorch's ordering semantics trivially; events carry a
 // timestamp taken when they are recorded so that elapsed-time queries are real.
 
-#include "flagos_hostrt.h"
+#include "include/flagos_hostrt.h"
 
 #include <cerrno>
 #include <chrono>
