@@ -1,4 +1,4 @@
-"""What torch_fl's bootstrap costs at import time (issue 5); one JSON document on stdout.
+"""What torch_fl's bootstrap costs at import time; one JSON document on stdout.
 
     python benchmarks/import_cost.py --wheel-dir DIR [--work DIR] [--runs N]
 

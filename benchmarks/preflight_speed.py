@@ -5,7 +5,7 @@ Measures, each in a fresh process (cold start: interpreter start, imports, probe
     2.13.0+cpu and the nvidia-* packages (--python), wall time and peak RSS;
   * auditwheel show --json on the same wheel (given the target's torch/lib on LD_LIBRARY_PATH),
     wall time and peak RSS.
-Prints one JSON document. Goals (issue "torch-fl-preflight"): preflight <= 3 s, >= 10x faster than
+Prints one JSON document. Goals: preflight <= 3 s, >= 10x faster than
 auditwheel show, peak memory <= 300 MB.
 
     python benchmarks/preflight_speed.py [--wheel W] [--python P] [--repeat N] [--skip-auditwheel]

@@ -39,7 +39,7 @@ REGISTRY: tuple[EnvVar, ...] = (
     EnvVar("FLAGOS_HOST_DEVICES", "`2`", "Number of virtual devices of the emulated host runtime (1-64)."),
     EnvVar("FLAGOS_HOST_MEMORY_LIMIT", "no limit",
            "Per-device memory limit of the emulated host runtime: bytes or `K`/`M`/`G`/`T` (e.g. `512M`)."),
-    # -- bootstrap (issue 5)
+    # -- bootstrap
     EnvVar("FLAGOS_NO_STARTUP_HOOK", "unset (the hook is on)",
            "`1` turns off the startup hook (`torch_fl_startup.pth`) that prepares the process before `import torch`; "
            "`import torch_fl` must then come before `import torch` for the `cuda-assets` and `forked-libtorch` wheels."),

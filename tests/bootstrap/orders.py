@@ -1,4 +1,4 @@
-"""The import orders issue 5 lists, as scripts run by a venv's interpreter, and what each reports.
+"""The import orders the bootstrap must support, as scripts run by a venv's interpreter, and what each reports.
 
 Each script defines ``probe()`` (import torch, compute on the flagos device,
 read ``/proc/self/maps``), then does its order's imports and prints the JSON
