@@ -75,6 +75,10 @@ if torch.distributed.is_available():
 
     distributed.register()
 
+from torch_fl.compile import install as _install_compile  # noqa: E402
+
+_install_compile(flagos)  # torch.compile: dynamo's device interface and inductor's backend, registered lazily
+
 
 def get_registered_ops() -> list[str]:
     """Operators registered for the flagos key: the native kernels, and on platforms whose kernel results are
