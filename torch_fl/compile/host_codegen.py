@@ -8,18 +8,28 @@ flagos added, because PythonWrapperCodegen emits a plain C++ kernel call for the
 ``cpu`` and ``mps`` device types and raises "device ... nyi" for any other.
 Extern kernels (matmul, convolution, SDPA) stay flagos operators, routed as in
 eager mode.
+
+Inductor also decides, by asking whether a node "is CPU", which of its fusion and
+loop transformations the C++ backend can take (``BaseSchedulerNode.is_cpu``,
+``ir.is_cpu``: loop reordering and pointwise reindexing are Triton-only, CPU
+graphs realise buffers at other thresholds).  ``treat_as_cpu`` makes both answer
+yes for flagos buffers, so inductor plans a flagos graph exactly as the CPU graph
+its C++ backend is written for.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import functools
+
+from torch._inductor import ir, scheduler
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
 
-__all__ = ["CppScheduling", "HostDeviceOpOverrides", "HostWrapperCodegen"]
+__all__ = ["CppScheduling", "HostDeviceOpOverrides", "HostWrapperCodegen", "treat_as_cpu"]
 
 _DEVICE = "flagos"
 
@@ -55,3 +65,20 @@ class HostWrapperCodegen(_CallsHostKernels, PythonWrapperCodegen):
 
 class HostDeviceOpOverrides(CpuDeviceOpOverrides):
     """The CPU's: the host platform's C++ kernels need no stream, device switch or synchronisation."""
+
+
+@functools.cache
+def treat_as_cpu() -> None:
+    """Make inductor's "is this node on the CPU" questions answer yes for flagos nodes (see the module docstring)."""
+    node_is_cpu = scheduler.BaseSchedulerNode.is_cpu
+    ir_is_cpu = ir.is_cpu
+
+    def is_cpu_node(self: scheduler.BaseSchedulerNode) -> bool:
+        device = self.get_device()
+        return (device is not None and device.type == _DEVICE) or node_is_cpu(self)
+
+    def is_cpu(x: Any) -> bool:
+        return ir.get_device_type(x) == _DEVICE or ir_is_cpu(x)
+
+    scheduler.BaseSchedulerNode.is_cpu = is_cpu_node  # type: ignore[method-assign]
+    ir.is_cpu = is_cpu

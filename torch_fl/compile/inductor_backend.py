@@ -35,6 +35,7 @@ def _codegen() -> dict[str, Any]:
     if platform == "host":
         from torch_fl.compile import host_codegen
 
+        host_codegen.treat_as_cpu()
         register_device_op_overrides(_DEVICE, host_codegen.HostDeviceOpOverrides())
         return {"Scheduling": host_codegen.CppScheduling, "PythonWrapperCodegen": host_codegen.HostWrapperCodegen,
                 "CppWrapperCodegen": CppWrapperUnsupported, "WrapperFxCodegen": WrapperFxCodegen}
