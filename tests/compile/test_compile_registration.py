@@ -1,0 +1,115 @@
+"""How torch_fl registers flagos with dynamo and inductor: lazily, with no user step, in compile workers too."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from compile_support import TORCH_OWN_WARNINGS
+
+import torch_fl  # noqa: F401
+from torch_fl.compile import post_import
+
+pytestmark = TORCH_OWN_WARNINGS
+
+
+def _run(code: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 240) -> str:
+    # Run from `cwd`, not the repository root, so that the installed torch_fl is imported, not its source tree.
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **(env or {})}, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_import_torch_registers_flagos_without_importing_dynamo(tmp_path: Path) -> None:
+    out = _run("""
+        import sys, torch
+        assert "torch._dynamo" not in sys.modules and "torch._inductor" not in sys.modules
+        from torch._dynamo.device_interface import get_interface_for_device
+        iface = get_interface_for_device("flagos")
+        print(iface.__name__, get_interface_for_device("flagos:0") is iface)
+    """, tmp_path)
+    assert out.split() == ["FlagosInterface", "True"]
+
+
+def test_device_interface_answers_for_the_device() -> None:
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    iface = get_interface_for_device("flagos")
+    assert iface.is_available() and iface.device_count() == torch.flagos.device_count()
+    assert iface.current_device() == torch.flagos.current_device()
+    assert iface.get_device_properties("flagos:0").multi_processor_count >= 1
+    s = iface.Stream()
+    with iface.stream(s):
+        assert iface.current_stream() == s
+    iface.synchronize()
+    assert iface.Worker.current_device() == torch.flagos.current_device()
+
+
+def test_inductor_finds_the_backend_through_the_device_module() -> None:
+    from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
+    from torch._inductor.codegen.cpp import CppScheduling
+
+    init_backend_registration()
+    assert get_scheduling_for_device("flagos") is CppScheduling
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        torch.flagos.NoSuchThing  # noqa: B018
+
+
+@pytest.mark.compile
+def test_cpp_wrapper_is_refused_with_the_fix() -> None:
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: x.sin() + 1, backend="inductor", options={"cpp_wrapper": True})
+    with pytest.raises(Exception, match="C\\+\\+ wrapper does not support the flagos device"):
+        compiled(torch.randn(4, device="flagos"))
+
+
+def test_after_import_runs_once_the_module_has_executed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "flagos_post_import_probe.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[int] = []
+    post_import.after_import("flagos_post_import_probe", lambda m: seen.append(m.VALUE))
+    assert seen == []
+    module = __import__("flagos_post_import_probe")
+    assert seen == [42]
+    assert module.__loader__.get_source("flagos_post_import_probe") == "VALUE = 42\n"  # the original loader's
+    post_import.after_import("flagos_post_import_probe", lambda m: seen.append(-m.VALUE))  # already imported
+    assert seen == [42, -42]
+    sys.modules.pop("flagos_post_import_probe")
+
+
+@pytest.mark.compile
+def test_compile_workers_compile_flagos_kernels(tmp_path: Path) -> None:
+    # A fresh cache makes inductor compile the C++ kernels, and two threads with the subprocess start method
+    # send them to its worker pool: interpreters that start from `import torch` like any other.
+    out = _run("""
+        import torch
+        from torch._inductor.async_compile import AsyncCompile
+        AsyncCompile.warm_pool()
+        AsyncCompile.wait_pool_ready()
+        assert AsyncCompile.use_process_pool()
+        f = torch.compile(lambda x, w: torch.nn.functional.gelu(x @ w).sum(dim=1))
+        x, w = torch.randn(8, 16), torch.randn(16, 4)
+        out = f(x.to("flagos"), w.to("flagos"))
+        assert out.device.type == "flagos"
+        torch.testing.assert_close(out.cpu(), torch.nn.functional.gelu(x @ w).sum(dim=1), atol=2e-5, rtol=1e-4)
+        print("ok")
+    """, tmp_path, env={"TORCHINDUCTOR_COMPILE_THREADS": "2", "TORCHINDUCTOR_WORKER_START": "subprocess",
+              "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "PYTHONWARNINGS": "ignore::DeprecationWarning"})
+    assert out.split()[-1] == "ok"
+    assert list((tmp_path / "inductor").rglob("*.so")), "no kernel was compiled"
+
+
+def test_device_module_hook_refuses_to_replace_another_getattr() -> None:
+    from torch_fl.compile import install
+
+    module = types.ModuleType("other_device")
+    module.__getattr__ = lambda name: None  # type: ignore[attr-defined]
+    with pytest.raises(ImportError, match="already defines __getattr__"):
+        install(module)
