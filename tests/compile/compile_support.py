@@ -129,7 +129,7 @@ def step(name: str, device: str, backend: str | None, **compile_kwargs: object) 
 
 def assert_same(actual: StepResult, expected: StepResult, what: str) -> None:
     assert len(actual.outputs) == len(expected.outputs)
-    for i, (a, e) in enumerate(zip(actual.outputs, expected.outputs)):
+    for i, (a, e) in enumerate(zip(actual.outputs, expected.outputs, strict=True)):
         torch.testing.assert_close(a, e, atol=2e-5, rtol=1e-4, msg=lambda m, i=i: f"{what}: output {i}: {m}")
     assert actual.grads.keys() == expected.grads.keys(), what
     for n, g in expected.grads.items():

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from compile_support import TORCH_OWN_WARNINGS
-
 import torch_fl  # noqa: F401
+from compile_support import TORCH_OWN_WARNINGS
 from torch_fl.compile import post_import
 
 pytestmark = TORCH_OWN_WARNINGS

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from compile_support import CASES, TORCH_OWN_WARNINGS, assert_same, step
-
 import torch_fl  # noqa: F401
+from compile_support import CASES, TORCH_OWN_WARNINGS, assert_same, step
 
 pytestmark = [pytest.mark.compile, TORCH_OWN_WARNINGS]
 

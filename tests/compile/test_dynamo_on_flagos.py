@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch._dynamo.testing
-from compile_support import TORCH_OWN_WARNINGS, assert_same, build, step
-
 import torch_fl  # noqa: F401
+from compile_support import TORCH_OWN_WARNINGS, assert_same, build, step
 
 pytestmark = TORCH_OWN_WARNINGS
 

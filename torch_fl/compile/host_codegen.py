@@ -19,9 +19,8 @@ its C++ backend is written for.
 
 from __future__ import annotations
 
-from typing import Any
-
 import functools
+from typing import Any
 
 from torch._inductor import ir, scheduler
 from torch._inductor.codegen.cpp import CppScheduling
