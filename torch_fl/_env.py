@@ -58,7 +58,8 @@ REGISTRY: tuple[EnvVar, ...] = (
            "Build time, set by `torch-fl-build --platform cuda`: the extracted `torch` package of the CUDA torch wheel "
            "whose headers and libraries the cuda plugin builds against."),
     EnvVar("FLAGOS_CUDA_TORCH_INDEX", "`https://pypi.org/simple`",
-           "Build time: the index `torch-fl-build` downloads the CUDA torch wheel from (cuda-assets)."),
+           "Build time: the index `torch-fl-build` downloads the CUDA torch wheel from, and verify the wheel's "
+           "requirements (cuda-assets; `--index-url` overrides it for the requirements)."),
     EnvVar("FLAGOS_CI_WORK", "`build/ci` in the repository",
            "Where `ci/build-wheel` and `ci/test` create their virtual environments."),
     EnvVar("FLAGOS_TEST_", "unset", "Switches and inputs of the test suite (`FLAGOS_TEST_CUDA_ASSETS=1`, ...).",
