@@ -7,6 +7,7 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/version.h>
 
 #include "aten/KernelView.h"
@@ -16,12 +17,19 @@ namespace torch_fl::aten {
 
 namespace {
 
-// The choice depends on which operands need gradients (the CPU flash kernel is
-// not differentiable in attn_mask, say): a kernel view has no autograd state of
-// its own, so it is told.
+// The choice reads metadata only -- sizes, strides, dtypes, and which operands
+// need gradients (the CPU flash kernel is not differentiable in attn_mask) --
+// never data.  So each flagos operand is stood for by a tensor of the kernel
+// device type without memory: that also serves for the fake tensors (symbolic
+// sizes included) torch.compile traces with, whose storage has no data.
 at::Tensor choice_view(const at::Tensor& t) {
-  auto view = kernel_view_if_flagos(t);
-  if (is_flagos(t) && t.requires_grad()) view.set_requires_grad(true);
+  if (!is_flagos(t)) return t;
+  const auto kernel_type = runtime::kernel_device_type();
+  const c10::Device where(kernel_type, kernel_type == c10::kCPU ? -1 : t.device().index());
+  c10::Storage no_memory(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, where), nullptr, /*resizable=*/false);
+  auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(no_memory), kernel_dispatch_keys(), t.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(t.sym_sizes(), t.sym_strides(), t.sym_storage_offset());
+  if (t.requires_grad()) view.set_requires_grad(true);
   return view;
 }
 
@@ -31,7 +39,10 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   std::optional<at::Tensor> mask;
   if (attn_mask.has_value() && attn_mask->defined()) mask = choice_view(*attn_mask);
   // The op of the same name asks the kernel device's stub (the stub's own call
-  // operator is not exported to extensions).
+  // operator is not exported to extensions).  Outside any Python dispatch mode:
+  // under tracing, FakeTensorMode would reject the stand-ins as real tensors.
+  const c10::impl::ExcludeDispatchKeyGuard no_python_mode(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   const auto choice = at::_fused_sdp_choice(choice_view(query), choice_view(key), choice_view(value), mask, dropout_p,
                                            is_causal, scale, enable_gqa);
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 12)

@@ -18,12 +18,13 @@ pytestmark = [pytest.mark.compile, TORCH_OWN_WARNINGS]
 # scaled_dot_product_attention asks the device's _fused_sdp_choice DispatchStub directly (not through the
 # dispatcher), and flagos's stub (csrc/aten/DispatchStubs.cpp) answers through kernel views of its operands,
 # which dynamo's fake tensors cannot provide: tracing fails with "Please convert all Tensors to FakeTensors".
-_SDPA_STUB = pytest.mark.xfail(reason="flagos's _fused_sdp_choice stub makes kernel views of fake tensors",
-                               raises=torch._dynamo.exc.TorchRuntimeError)
-_MARKS = {"transformer_block": [_SDPA_STUB], "llama": [_SDPA_STUB]}
+# Inductor's C++ code generation asserts `var.dtype is not None` (torch/_inductor/codegen/cpp.py) on a pointwise
+# buffer of the Llama graph placed on flagos; the same graph compiles on the CPU.  Strict: it fails loudly once fixed.
+_LLAMA_CPP_CODEGEN = pytest.mark.xfail(reason="inductor's C++ codegen loses a buffer's dtype in the Llama graph on flagos",
+                                       raises=torch._inductor.exc.InductorError, strict=True)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_MARKS.get(n, [])) for n in CASES])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[_LLAMA_CPP_CODEGEN] if n == "llama" else []) for n in CASES])
 def test_inductor_on_flagos_equals_eager_and_inductor_on_cpu(name: str) -> None:
     if name == "llama":
         pytest.importorskip("transformers", reason="the Llama case needs transformers (ci/requirements-test.txt)")
