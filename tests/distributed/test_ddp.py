@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 from dist_support import init_rank, run_world, save_result
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
