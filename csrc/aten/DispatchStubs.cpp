@@ -24,8 +24,7 @@ namespace {
 // sizes included) torch.compile traces with, whose storage has no data.
 at::Tensor choice_view(const at::Tensor& t) {
   if (!is_flagos(t)) return t;
-  const auto kernel_type = runtime::kernel_device_type();
-  const c10::Device where(kernel_type, kernel_type == c10::kCPU ? -1 : t.device().index());
+  const c10::Device where = kernel_device_of(t.device());
   c10::Storage no_memory(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, where), nullptr, /*resizable=*/false);
   auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(no_memory), kernel_dispatch_keys(), t.dtype());
   view.unsafeGetTensorImpl()->set_sizes_and_strides(t.sym_sizes(), t.sym_strides(), t.sym_storage_offset());

@@ -25,6 +25,11 @@ c10::DispatchKeySet kernel_dispatch_keys() {
   return keys;
 }
 
+c10::Device kernel_device_of(c10::Device flagos_device) {
+  const auto type = runtime::kernel_device_type();
+  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, flagos_device.index());
+}
+
 void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to) {
   // Conjugate and negative views are a bit on the tensor, resolved lazily by
   // the kernels that see it (mm, copy_, ...): a view without them would read
@@ -34,15 +39,14 @@ void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to) {
 }
 
 at::Tensor kernel_view(const at::Tensor& flagos_tensor) {
-  const auto kernel_type = runtime::kernel_device_type();
-  const c10::Device where(kernel_type, kernel_type == c10::kCPU ? -1 : flagos_tensor.device().index());
+  const c10::Device where = kernel_device_of(flagos_tensor.device());
   if (flagos_tensor._is_zerotensor()) {
     // An efficient zero tensor has no memory: the kernel reads zeros.
     return at::zeros({}, flagos_tensor.options().device(where)).expand(flagos_tensor.sizes());
   }
   const auto& storage = flagos_tensor.storage();
   c10::Storage view_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                            c10::DataPtr(const_cast<void*>(storage.data()), where), c10::GetAllocator(kernel_type),
+                            c10::DataPtr(const_cast<void*>(storage.data()), where), c10::GetAllocator(where.type()),
                             /*resizable=*/true);
   auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), kernel_dispatch_keys(), flagos_tensor.dtype());
   view.unsafeGetTensorImpl()->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(),

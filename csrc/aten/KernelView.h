@@ -13,6 +13,10 @@ inline bool is_flagos(const at::Tensor& t) { return t.defined() && t.is_privateu
 // what a redispatch to the kernel device's own kernel goes to.
 c10::DispatchKeySet kernel_dispatch_keys();
 
+// The kernel device that stands for flagos device `flagos_device`: the CPU (no
+// index) on host-addressable runtimes, the CUDA device of the same index on cuda.
+c10::Device kernel_device_of(c10::Device flagos_device);
+
 // A tensor of the kernel device type over the same bytes as `flagos_tensor`
 // (same sizes, strides, offset, dtype, conjugate and negative bits), without
 // copying; for an efficient zero tensor, zeros of its shape.  Its storage does

@@ -186,7 +186,7 @@ void run_on_kernel_device(const c10::OperatorHandle& op, torch::jit::Stack* stac
       }
       v = converted;
     } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      v = c10::IValue(c10::Device(kernel_type, kernel_type == c10::kCPU ? -1 : v.toDevice().index()));
+      v = c10::IValue(kernel_device_of(v.toDevice()));
     }
   }
   const auto lent_generator = substitute_generators(plan, *stack, first, device, kernel_type);

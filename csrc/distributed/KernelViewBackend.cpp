@@ -1,19 +1,9 @@
 #include "distributed/KernelViewBackend.h"
 
 #include "distributed/KernelViewWork.h"
-#include "runtime/DeviceRuntime.h"
+#include "aten/KernelView.h"
 
 namespace torch_fl::distributed {
-
-namespace {
-
-// The kernel device of flagos device `device` (the host platform's is the CPU).
-c10::Device kernel_device(c10::Device device) {
-  const auto type = runtime::kernel_device_type();
-  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, device.index());
-}
-
-}  // namespace
 
 KernelViewBackend::KernelViewBackend(c10::intrusive_ptr<c10d::Backend> engine, std::string name)
     : c10d::Backend(engine->getRank(), engine->getSize()), engine_(std::move(engine)), name_(std::move(name)) {
@@ -174,7 +164,7 @@ c10::intrusive_ptr<c10d::Work> KernelViewBackend::recvAnysource(std::vector<at::
 c10d::BarrierOptions KernelViewBackend::engine_barrier_options(const c10d::BarrierOptions& opts) const {
   auto engine_opts = opts;
   if (opts.device && opts.device->is_privateuseone()) {
-    engine_opts.device = kernel_device(*opts.device);
+    engine_opts.device = aten::kernel_device_of(*opts.device);
   }
   if (engine_opts.device && engine_opts.device->is_cpu() && !engine_opts.device_ids.empty()) {
     engine_opts.device_ids.clear();  // device indices name flagos (= CUDA) devices; the CPU has none
@@ -203,7 +193,7 @@ void KernelViewBackend::setGroupUid(const std::string& pg_uid) {
 }
 
 void KernelViewBackend::eagerConnectSingleDevice(at::Device device) {
-  engine_->eagerConnectSingleDevice(device.is_privateuseone() ? kernel_device(device) : device);
+  engine_->eagerConnectSingleDevice(device.is_privateuseone() ? aten::kernel_device_of(device) : device);
 }
 
 }  // namespace torch_fl::distributed

@@ -9,6 +9,7 @@
 // platform, whose device work is done when the call returns.
 #include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
+#include "aten/KernelView.h"
 #include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::distributed {
@@ -32,8 +33,7 @@ class KernelDeviceTimer final : public c10d::Timer {
  private:
   static std::unique_ptr<c10d::Timer> create_kernel_timer(c10::Device device) {
     const auto type = runtime::kernel_device_type();
-    auto timer = c10d::TimerRegistry()->Create(
-        type, type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, device.index()));
+    auto timer = c10d::TimerRegistry()->Create(type, aten::kernel_device_of(device));
     TORCH_CHECK(timer, "DDP has no timer for the kernel device ", type, " of ", device,
                 "; this torch was built without it (use the torch build torch_fl was built for)");
     return timer;

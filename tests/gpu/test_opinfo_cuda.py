@@ -19,19 +19,15 @@ pytest.importorskip("expecttest", reason="PyTorch's OpInfo database needs expect
 OPINFO = Path(__file__).resolve().parents[1] / "opinfo"
 sys.path.insert(0, str(OPINFO))
 
-import reference  # noqa: E402
 from expected_failures import EXPECTED_ERRORS  # noqa: E402
-from opinfo_runner import CaseResult, case_ids, compare, export_samples, op_id, parse_case, run_case, travels  # noqa: E402
+from opinfo_runner import CROSS_DEVICE, CaseResult, case_ids, compare, native_results, op_id, parse_case, run_case  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.opinfo]
-CROSS_DEVICE = {"rtol": 1e-3, "atol": 1e-3}
 
 
 @pytest.fixture(scope="module")
 def native() -> tuple[dict[str, Any], dict[str, Any]]:
-    payload = {cid: s for cid in case_ids() if travels(s := export_samples(cid))}
-    return payload, reference.call("opinfo_runner:run_exported", payload, ["cuda", "cpu"], paths=[OPINFO],
-                                   timeout=3600)
+    return native_results(case_ids())
 
 
 @pytest.mark.parametrize("case_id", case_ids())

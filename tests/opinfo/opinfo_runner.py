@@ -18,6 +18,7 @@ result pickles with ``torch.save``).
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,6 +203,21 @@ def _run_quietly(op: Any, sample: Any, device: str, backward: bool, inplace: boo
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return _run_sample(op, sample, device, backward, inplace)
+
+
+# PyTorch compares two devices' kernels (native CUDA against the CPU) with 1e-3 each (test_ops.py, test_compare_cpu).
+CROSS_DEVICE = {"rtol": 1e-3, "atol": 1e-3}
+
+
+def native_results(ids: list[str], python: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The travelling cases' samples (case id -> export_samples) and, for each, native CUDA's and the CPU's results
+    (case id -> {"cuda": plain, "cpu": plain}) from the reference interpreter (tests/gpu/reference.py), one call."""
+    import reference  # tests/gpu: present where the GPU tiers run
+
+    payload = {cid: s for cid in ids if travels(s := export_samples(cid))}
+    here = Path(__file__).resolve().parent
+    return payload, reference.call("opinfo_runner:run_exported", payload, ["cuda", "cpu"], python=python,
+                                   paths=[here], timeout=3600)
 
 
 def travels(samples: Any) -> bool:

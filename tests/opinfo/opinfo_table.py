@@ -29,12 +29,9 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "gpu")]
 
 import torch  # noqa: E402
 from expected_failures import EXPECTED_ERRORS, EXPECTED_MISMATCHES  # noqa: E402
-from opinfo_runner import DTYPE_NAMES, CaseResult, case_ids, compare, export_samples, run_case, travels  # noqa: E402
+from opinfo_runner import CROSS_DEVICE, DTYPE_NAMES, CaseResult, case_ids, compare, native_results, run_case  # noqa: E402
 
 import torch_fl  # noqa: E402,F401
-
-CROSS_DEVICE = {"rtol": 1e-3, "atol": 1e-3}
-
 
 def _passes(actual: CaseResult, expected: CaseResult, **tol: float) -> str | None:
     try:
@@ -53,15 +50,7 @@ def against_cpu(ids: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def against_cuda(ids: list[str], python: str | None) -> dict[str, dict[str, Any]]:
-    import reference
-
-    payload = {}
-    for cid in ids:
-        samples = export_samples(cid)
-        if travels(samples):
-            payload[cid] = samples
-    native = reference.call("opinfo_runner:run_exported", payload, ["cuda", "cpu"], python=python, paths=[HERE],
-                            timeout=3600)
+    payload, native = native_results(ids, python)
     out: dict[str, dict[str, Any]] = {}
     for cid in ids:
         if cid not in payload or cid not in native:
