@@ -15,16 +15,7 @@ from compile_support import CASES, TORCH_OWN_WARNINGS, assert_same, step
 pytestmark = [pytest.mark.compile, TORCH_OWN_WARNINGS]
 
 
-# scaled_dot_product_attention asks the device's _fused_sdp_choice DispatchStub directly (not through the
-# dispatcher), and flagos's stub (csrc/aten/DispatchStubs.cpp) answers through kernel views of its operands,
-# which dynamo's fake tensors cannot provide: tracing fails with "Please convert all Tensors to FakeTensors".
-# Inductor's C++ code generation asserts `var.dtype is not None` (torch/_inductor/codegen/cpp.py) on a pointwise
-# buffer of the Llama graph placed on flagos; the same graph compiles on the CPU.  Strict: it fails loudly once fixed.
-_LLAMA_CPP_CODEGEN = pytest.mark.xfail(reason="inductor's C++ codegen loses a buffer's dtype in the Llama graph on flagos",
-                                       raises=torch._inductor.exc.InductorError, strict=True)
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[_LLAMA_CPP_CODEGEN] if n == "llama" else []) for n in CASES])
+@pytest.mark.parametrize("name", list(CASES))
 def test_inductor_on_flagos_equals_eager_and_inductor_on_cpu(name: str) -> None:
     if name == "llama":
         pytest.importorskip("transformers", reason="the Llama case needs transformers (ci/requirements-test.txt)")
@@ -32,3 +23,22 @@ def test_inductor_on_flagos_equals_eager_and_inductor_on_cpu(name: str) -> None:
     compiled = step(name, "flagos", "inductor")
     assert_same(compiled, step(name, "flagos", None), f"{name}: inductor on flagos vs eager on flagos")
     assert_same(compiled, step(name, "cpu", "inductor"), f"{name}: inductor on flagos vs inductor on cpu")
+
+
+def test_indirect_indexing_in_a_vectorised_kernel() -> None:
+    # An embedding lookup and an RMS norm (a Llama's first layer): the C++ kernel loads each row through an
+    # index tensor and checks it against the table's bounds in a vectorised loop, which needs the dtype inductor
+    # records for the "cpp" backend only.
+    def lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.embedding(ids, table)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(7)
+    table, ids = torch.randn(50, 32, generator=gen), torch.randint(0, 50, (3, 7), generator=gen)
+    out = torch.compile(lookup, backend="inductor", fullgraph=True)(table.to("flagos"), ids.to("flagos"))
+    assert out.device.type == "flagos"
+    torch.testing.assert_close(out.cpu(), lookup(table, ids))
+    from torch._inductor.codegen import common
+
+    assert common.get_current_backend("flagos") == "cpp"

@@ -12,17 +12,26 @@ eager mode.
 Inductor also decides, by asking whether a node "is CPU", which of its fusion and
 loop transformations the C++ backend can take (``BaseSchedulerNode.is_cpu``,
 ``ir.is_cpu``: loop reordering and pointwise reindexing are Triton-only, CPU
-graphs realise buffers at other thresholds).  ``treat_as_cpu`` makes both answer
-yes for flagos buffers, so inductor plans a flagos graph exactly as the CPU graph
-its C++ backend is written for.
+graphs realise buffers at other thresholds), and which backend writes a device's
+kernels by ``torch._inductor.utils.get_current_backend``, which answers
+``config.cpu_backend`` for ``cpu`` and ``config.cuda_backend`` ("triton") for any
+other device type.  The C++ backend depends on that answer while it generates
+code: the ops handler (``CSEProxy._default`` in codegen/common.py) fills in the
+dtype of a C++ kernel's variables only when the backend is "cpp", so with
+"triton" an indirect load (an embedding's index) reaches the vectorised bounds
+check (``CppVecKernel.indirect_assert``) without a dtype and inductor asserts.
+``treat_as_cpu`` makes all three answer as for the CPU on flagos, so inductor
+plans and generates a flagos graph exactly as the CPU graph its C++ backend is
+written for.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
-from torch._inductor import ir, scheduler
+from torch._inductor import ir, scheduler, utils
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
@@ -81,3 +90,20 @@ def treat_as_cpu() -> None:
 
     scheduler.BaseSchedulerNode.is_cpu = is_cpu_node  # type: ignore[method-assign]
     ir.is_cpu = is_cpu
+    _answer_cpp_backend()
+
+
+def _answer_cpp_backend() -> None:
+    """``get_current_backend`` answers "cpp" for flagos, in inductor's modules that imported it by name too."""
+    original = utils.get_current_backend
+
+    @functools.wraps(original)
+    def get_current_backend(device_type: str | None = None) -> str:
+        if (device_type or V.graph.get_current_device_or_throw().type) == _DEVICE:
+            return "cpp"  # the backend of CppScheduling, flagos's Scheduling on this platform
+        return original(device_type)
+
+    # Modules imported later take the name from `utils`; those already imported hold the original.
+    for name, module in list(sys.modules.items()):
+        if name.startswith("torch._inductor") and getattr(module, "get_current_backend", None) is original:
+            module.get_current_backend = get_current_backend  # type: ignore[attr-defined]
