@@ -35,6 +35,9 @@ REGISTRY: tuple[EnvVar, ...] = (
     EnvVar("FLAGOS_OP_", "the routing file's choice",
            "`FLAGOS_OP_<op>=<provider>` routes one operator; write `.` as `__` (`FLAGOS_OP_add__Tensor=cpu`).",
            prefix=True),
+    EnvVar("FLAGOS_USE_FLAGGEMS", "`0`",
+           "`1` routes every operator the installed `flag_gems` offers to provider `flaggems` (as `default = "
+           "flaggems`): operators the routing file or `FLAGOS_OP_<op>` names keep their providers."),
     EnvVar("FLAGOS_LOG_DISPATCH", "`0`", "`1` logs every routed operator call and its provider to stderr."),
     EnvVar("FLAGOS_HOST_DEVICES", "`2`", "Number of virtual devices of the emulated host runtime (1-64)."),
     EnvVar("FLAGOS_HOST_MEMORY_LIMIT", "no limit",

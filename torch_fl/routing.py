@@ -1,9 +1,11 @@
 """Operator routing: which kernel provider runs each operator on flagos.
 
 The table comes from ``torch_fl/configs/backends_<platform>.conf`` (or the file
-named by ``FLAGOS_BACKEND_CONFIG``), then ``FLAGOS_OP_<op>`` overrides single
-operators.  It is validated here and installed into the C++ dispatcher, which
-resolves it per operator call.
+named by ``FLAGOS_BACKEND_CONFIG``), then ``FLAGOS_USE_FLAGGEMS=1`` makes
+``flaggems`` the default and ``FLAGOS_OP_<op>`` overrides single operators.  It
+is validated here and installed into the C++ dispatcher, which resolves it per
+operator call; operators routed to ``flaggems`` get their kernels from
+``torch_fl.flaggems``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = ["RoutingError", "RoutingTable", "Route", "load", "install", "route", 
 
 _CONFIG_DIR = Path(__file__).with_name("configs")
 _OP_PREFIX = "FLAGOS_OP_"
+_USE_FLAGGEMS = "FLAGOS_USE_FLAGGEMS"
 
 
 class RoutingError(ValueError):
@@ -109,6 +112,14 @@ def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
     configured = env.get("FLAGOS_BACKEND_CONFIG")
     path = Path(configured) if configured else _CONFIG_DIR / f"backends_{platform}.conf"
     table = parse_file(path, providers)
+    default = table.default
+    use_flaggems = env.get(_USE_FLAGGEMS, "0")
+    if use_flaggems not in ("0", "1"):
+        raise RoutingError(f"{_USE_FLAGGEMS}: expected 0 or 1, got {use_flaggems!r}; set {_USE_FLAGGEMS}=1 to route "
+                           "every operator FlagGems offers to it")
+    if use_flaggems == "1":
+        # Every op FlagGems offers goes to it; per-op entries keep their providers, the rest runs as by default.
+        default = "flaggems"
     per_op = dict(table.per_op)
     for name, provider in sorted(env.items()):
         if not name.startswith(_OP_PREFIX):
@@ -117,13 +128,15 @@ def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
         _check_provider(provider, name, providers)
         _check_op(op, name, None)
         per_op[op] = provider
-    return RoutingTable(table.default, per_op, table.source)
+    return RoutingTable(default, per_op, table.source)
 
 
 def install(table: RoutingTable, log_dispatch: bool) -> None:
     from torch_fl import _C
+    from torch_fl.flaggems import provider
 
     _C._set_routing(table.default, table.per_op, log_dispatch)
+    provider.install("flaggems" in (table.default, *table.per_op.values()), log_dispatch)
 
 
 def route(op: str) -> Route:

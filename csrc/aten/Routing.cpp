@@ -23,11 +23,17 @@ Table& table() {
   static Table t;
   return t;
 }
+// Guarded by table_mutex, like the table.
+std::unordered_set<std::string>& flaggems_ops() {
+  static std::unordered_set<std::string> ops;
+  return ops;
+}
 // Bumped on every set_routing(); per-thread caches compare against it.
 std::atomic<uint64_t> generation{1};
 
 constexpr Provider kAll[] = {Provider::Host, Provider::Cpu, Provider::Cuda, Provider::FlagGems};
 
+// Callers hold table_mutex (FlagGems' availability is its operator set).
 bool available(Provider provider) {
   switch (provider) {
     case Provider::Cpu:
@@ -40,11 +46,23 @@ bool available(Provider provider) {
     case Provider::Cuda:
       return true;
 #endif
+    case Provider::FlagGems:
+      return !flaggems_ops().empty();
     default:
-      // FlagGems kernels are Triton kernels for GPUs; no build of this plugin
-      // calls them from C++ yet, so routing to them falls back to CPU visibly.
       return false;
   }
+}
+
+// The provider that runs PyTorch's kernels on kernel views on this platform:
+// where an operator FlagGems does not offer goes.
+constexpr Provider kernel_device_provider() {
+#if defined(FLAGOS_PLATFORM_CUDA)
+  return Provider::Cuda;
+#elif defined(FLAGOS_PLATFORM_HOST)
+  return Provider::Host;
+#else
+  return Provider::Cpu;
+#endif
 }
 
 Provider parse(const std::string& name) {
@@ -95,12 +113,23 @@ Route resolve(const std::string& full_name, const std::string& base_name, const 
   std::shared_lock<std::shared_mutex> lock(table_mutex);
   const auto& t = table();
   Provider requested = t.default_provider;
+  bool named = true;  // a routing entry names this operator (not the default, not its functional twin)
   if (auto it = t.per_op.find(full_name); it != t.per_op.end()) {
     requested = it->second;
   } else if (auto twin = functional_entry(t, schema, base_name)) {
     requested = *twin;
+    named = false;
   } else if (auto base = t.per_op.find(base_name); base != t.per_op.end()) {
     requested = base->second;
+  } else {
+    named = false;
+  }
+  if (requested == Provider::FlagGems) {
+    if (flaggems_ops().count(full_name) != 0) return Route{requested, requested};
+    // `default = flaggems` (and FLAGOS_USE_FLAGGEMS) means FlagGems where it
+    // offers the op: the others take the kernel device's provider as their own.
+    if (!named) return Route{kernel_device_provider(), kernel_device_provider()};
+    return Route{requested, kernel_device_provider()};
   }
   return Route{requested, available(requested) ? requested : Provider::Cpu};
 }
@@ -124,6 +153,7 @@ std::vector<std::string> provider_names() {
 }
 
 std::vector<std::string> available_provider_names() {
+  std::shared_lock<std::shared_mutex> lock(table_mutex);
   std::vector<std::string> names;
   for (auto p : kAll) {
     if (available(p)) names.emplace_back(provider_name(p));
@@ -141,6 +171,16 @@ void set_routing(const std::string& default_provider, const std::unordered_map<s
     table() = std::move(fresh);
   }
   log_flag.store(log_dispatch);
+  generation.fetch_add(1);
+}
+
+void set_flaggems_ops(const std::vector<std::string>& ops) {
+  std::unordered_set<std::string> fresh;
+  for (const auto& op : ops) fresh.insert(strip_namespace(op));
+  {
+    std::unique_lock<std::shared_mutex> lock(table_mutex);
+    flaggems_ops() = std::move(fresh);
+  }
   generation.fetch_add(1);
 }
 

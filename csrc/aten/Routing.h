@@ -18,7 +18,7 @@ enum class Provider : uint8_t {
   Host,      // PyTorch's CPU kernel on the device memory in place (host-addressable runtimes)
   Cpu,       // copy inputs to CPU, run PyTorch's CPU kernel, copy results back
   Cuda,      // PyTorch's CUDA kernel on a zero-copy CUDA view (cuda platform)
-  FlagGems,  // FlagGems Triton kernels
+  FlagGems,  // FlagGems' kernels on kernel views, registered per operator from Python (torch_fl/flaggems)
 };
 
 struct Route {
@@ -31,6 +31,13 @@ const char* provider_name(Provider provider);
 std::vector<std::string> provider_names();
 // The providers this build can run.
 std::vector<std::string> available_provider_names();
+
+// The operators ("add.Tensor", "abs") the flaggems provider has a kernel for in
+// this process; it is available while there is one.  An operator routed to
+// flaggems that is not among them runs on the kernel device's provider (cuda,
+// host): visibly where a routing entry names the operator, quietly where the
+// request comes from `default = flaggems` (FlagGems where it offers the op).
+void set_flaggems_ops(const std::vector<std::string>& ops);
 
 // Installs a new table.  Throws c10::Error naming an unknown provider.
 void set_routing(const std::string& default_provider, const std::unordered_map<std::string, std::string>& per_op,

@@ -4,10 +4,12 @@
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/python_numbers.h>
 #include <torch/csrc/utils/python_strings.h>
 
 #include "aten/KernelDeviceRoutes.h"
+#include "aten/KernelView.h"
 #include "aten/Routing.h"
 #include "distributed/Python.h"
 #include "runtime/DeviceRuntime.h"
@@ -180,6 +182,67 @@ PyObject* available_providers(PyObject*, PyObject*) {
   END_HANDLE_TH_ERRORS
 }
 
+PyObject* set_flaggems_ops(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(PyList_Check(arg), "expected a list of operator names");
+  std::vector<std::string> ops;
+  ops.reserve(PyList_GET_SIZE(arg));
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(arg); ++i) {
+    PyObject* name = PyList_GET_ITEM(arg, i);
+    TORCH_CHECK(THPUtils_checkString(name), "operator names must be str");
+    ops.push_back(THPUtils_unpackString(name));
+  }
+  aten::set_flaggems_ops(ops);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+// Kernel views for providers written in Python (torch_fl/flaggems): the calls
+// are per operator call, so they take and return tensors only.
+const at::Tensor& tensor_arg(PyObject* arg) {
+  TORCH_CHECK(THPVariable_Check(arg), "expected a tensor, got ", Py_TYPE(arg)->tp_name);
+  return THPVariable_Unpack(arg);
+}
+
+PyObject* kernel_view(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  const auto& t = tensor_arg(arg);
+  if (!aten::is_flagos(t)) {
+    Py_INCREF(arg);  // not a flagos tensor: itself, so callers can tell by identity
+    return arg;
+  }
+  return THPVariable_Wrap(aten::kernel_view(t));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* adopt_kernel_result(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* result = nullptr;
+  int index = 0;
+  if (!PyArg_ParseTuple(args, "Oi", &result, &index)) return nullptr;
+  const auto& t = tensor_arg(result);
+  const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+  if (t.layout() == c10::kStrided && !t._is_zerotensor() && t.storage().data() != nullptr &&
+      t.storage().data_ptr().get_context() == nullptr) {
+    // Memory the result does not own is a kernel view's, i.e. a flagos tensor's
+    // (a kernel that returned its input, or a view of it): adopting it would
+    // outlive its owner, so a functional result gets a copy of its own.
+    return THPVariable_Wrap(aten::from_kernel_result(t.clone(), device));
+  }
+  return THPVariable_Wrap(aten::from_kernel_result(t, device));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* sync_from_kernel_view(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* flagos = nullptr;
+  PyObject* view = nullptr;
+  if (!PyArg_ParseTuple(args, "OO", &flagos, &view)) return nullptr;
+  aten::sync_from_kernel_view(tensor_arg(flagos), tensor_arg(view));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"_platform", platform, METH_NOARGS, "Platform this plugin was built for."},
     {"_configuration_error", configuration_error, METH_NOARGS, "Why the runtime is unusable, or ''."},
@@ -197,6 +260,12 @@ PyMethodDef methods[] = {
     {"_route", route, METH_O, "(requested, effective) provider of an operator."},
     {"_provider_names", provider_names, METH_NOARGS, nullptr},
     {"_available_providers", available_providers, METH_NOARGS, nullptr},
+    {"_set_flaggems_ops", set_flaggems_ops, METH_O, "The operators the flaggems provider has kernels for."},
+    {"_kernel_view", kernel_view, METH_O, "The zero-copy kernel-device view of a flagos tensor (others as given)."},
+    {"_adopt_kernel_result", adopt_kernel_result, METH_VARARGS,
+     "A kernel-device result as a tensor of flagos device `index` (adopted where it can be, else copied)."},
+    {"_sync_from_kernel_view", sync_from_kernel_view, METH_VARARGS,
+     "After a kernel wrote to kernel_view(flagos): carry a resize or new geometry back to flagos."},
     {"_kernel_view_backend", distributed::py_kernel_view_backend, METH_VARARGS,
      "The flagos process group backend over an engine (torch_fl/distributed)."},
     {"_kernel_view_engine", distributed::py_kernel_view_engine, METH_O, "The engine of a flagos backend, or None."},

@@ -94,7 +94,7 @@ def test_cpu_provider_gives_the_same_results_including_in_place_and_random(run_p
     assert host == cpu
 
 
-def test_unavailable_provider_falls_back_to_cpu_visibly(run_python) -> None:
+def test_unavailable_provider_falls_back_to_the_kernel_device_visibly(run_python) -> None:
     result = run_python(
         """
         import warnings, torch, torch_fl
@@ -107,9 +107,11 @@ def test_unavailable_provider_falls_back_to_cpu_visibly(run_python) -> None:
         """,
         env={"FLAGOS_OP_neg": "flaggems"},
     )
-    assert "Route(requested='flaggems', effective='cpu') -3.0" in result.stdout
+    assert "Route(requested='flaggems', effective='host') -3.0" in result.stdout
     assert "warnings 1" in result.stdout  # once per op, not per call
     assert "provider 'flaggems' cannot run aten::neg" in result.stdout
+    # At import, once: why the provider is unavailable, and the fix.
+    assert "flag_gems is not installed; install it with pip install torch_fl[flaggems]" in result.stderr
 
 
 @pytest.mark.parametrize(
