@@ -87,9 +87,13 @@ at::Tensor from_kernel_result(const at::Tensor& result, c10::Device device) {
   if (result._is_zerotensor()) {
     return efficient_zero_tensor(result.sym_sizes(), result.scalar_type(), std::nullopt, device, std::nullopt);
   }
-  if (!runtime::kernel_outputs_are_device_memory() || result.device().type() == c10::kCPU) {
+  if (!runtime::kernel_outputs_are_device_memory()) {
     return to_device(result.device().type() == c10::kCPU ? result : result.cpu(), device);
   }
+  // A device kernel's CPU result is a CPU tensor natively too -- the RNG seed and
+  // offset of the attention kernels, which their backward reads on the host -- so
+  // it stays one; moved to device memory, the backward would read a device pointer.
+  if (result.device().type() == c10::kCPU) return result;
   auto adopted = at::detail::make_tensor<c10::TensorImpl>(
       adopt_storage(result.storage(), device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype());
   adopted.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());

@@ -12,6 +12,10 @@ KernelViewBackend::KernelViewBackend(c10::intrusive_ptr<c10d::Backend> engine, s
 
 c10::intrusive_ptr<c10d::Work> KernelViewBackend::wrap(c10::intrusive_ptr<c10d::Work> work, LentViews views,
                                                        std::vector<at::Tensor> outputs) {
+  // An engine that completes a synchronous collective itself returns no work
+  // (ProcessGroupNCCL with asyncOp false: the collective ran on the current
+  // stream, flagos's, which orders every later use of the memory after it).
+  if (!work) return {};
   return c10::make_intrusive<KernelViewWork>(std::move(work), std::move(views), std::move(outputs), getRank());
 }
 

@@ -1,5 +1,7 @@
 #include "runtime/FlagosHooks.h"
 
+#include <ATen/Context.h>
+
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
 #include "runtime/FlagosGenerator.h"
@@ -50,6 +52,11 @@ void FlagosHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new
 void register_hooks() {
   static bool registered = [] {
     at::RegisterPrivateUse1HooksInterface(new FlagosHooks());
+    // The runtime is ready once the plugin has loaded (init() has nothing to do),
+    // and PyTorch's context must know: Context::isPinnedPtr answers false for a
+    // device it has not initialised, and PrivateUse1 is the accelerator it asks
+    // first -- DDP's reducer asserts that its pinned staging buffers are pinned.
+    at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
     return true;
   }();
   (void)registered;

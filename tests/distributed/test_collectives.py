@@ -76,8 +76,8 @@ def collectives(rank: int, world: int) -> dict[str, Callable[[str], Any]]:
 
     def scatter(d: str) -> torch.Tensor:
         out = torch.empty(6, device=d)
-        chunks = [_inputs(r).to(d) for r in range(world)] if rank == 1 else None
-        dist.scatter(out, chunks, src=1)
+        chunks = [_inputs(r).to(d) for r in range(world)] if rank == world - 1 else None
+        dist.scatter(out, chunks, src=world - 1)
         return out
 
     def reduce_scatter(d: str) -> torch.Tensor:

@@ -1,0 +1,100 @@
+"""DDP training step on one GPU, a world of one: flagos (flccl over NCCL) against native CUDA DDP (NCCL).
+
+Each side wraps the same MLP (``--width`` wide, ``--depth`` hidden layers, batch ``--batch``) in PyTorch's
+DistributedDataParallel over a process group of one rank (a HashStore, so nothing listens on a port) and trains
+with SGD: forward, backward with DDP's bucketed all-reduce, step.  The native side runs in the reference
+interpreter (``_gpu_common.py`` says why); the two take turns step by step, which goes first alternating.
+Reported: median step times and the median of the per-pair throughput ratios native/flagos (goal >= 0.95).
+
+    python benchmarks/gpu_ddp_step.py [--out gpu_ddp_step.json] [--steps 50] [--width 2048] [--reference-python PY]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from _gpu_common import NativeChild, emit, parser, reference_python, require_flagos, serve, share_cores
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class DDPTrainer:
+    """A DDP-wrapped MLP, its SGD and a fixed batch on `device`, in a world of one."""
+
+    def __init__(self, device: str, backend: str | None, width: int, depth: int, batch: int) -> None:
+        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+        torch.manual_seed(0)
+        layers: list[torch.nn.Module] = [torch.nn.Linear(width, width), torch.nn.ReLU()]
+        for _ in range(depth - 1):
+            layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 16)).to(device)
+        self.device, self.api = device, torch.flagos if device == "flagos" else torch.cuda
+        self.ddp = DDP(model, device_ids=[0])
+        self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=1e-3)
+        self.x = torch.randn(batch, width, device=device)
+        self.loss = float("nan")
+
+    def step(self) -> dict[str, float]:
+        self.api.synchronize()
+        start = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.ddp(self.x).square().mean()
+        loss.backward()
+        self.optimizer.step()
+        self.api.synchronize()
+        self.loss = loss.item()
+        return {"ms": (time.perf_counter() - start) * 1000}
+
+    def stats(self) -> dict[str, float]:
+        return {"last_loss": round(self.loss, 6), "buckets": self.ddp._get_ddp_logging_data().get("num_buckets", 0)}
+
+
+def main() -> int:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--width", type=int, default=2048)
+    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--batch", type=int, default=256)
+    args = p.parse_args()
+    shape = (args.width, args.depth, args.batch)
+    if args.native_child:
+        trainer = DDPTrainer("cuda", "nccl", *shape)
+        serve({"step": trainer.step, "stats": trainer.stats})
+        return 0
+    require_flagos()
+    from torch_fl.distributed import engine_of
+
+    cores = share_cores()
+    native = NativeChild(reference_python(args.reference_python), __file__, "--width", str(args.width),
+                         "--depth", str(args.depth), "--batch", str(args.batch))
+    try:
+        flagos = DDPTrainer("flagos", None, *shape)
+        times: dict[str, list[float]] = {"native": [], "flagos": []}
+        for i in range(args.warmup + args.steps):
+            order = [("native", lambda: native.ask("step")), ("flagos", flagos.step)]
+            for side, step in order if i % 2 == 0 else order[::-1]:
+                ms = step()["ms"]
+                if i >= args.warmup:
+                    times[side].append(ms)
+        native_stats, native_env = native.ask("stats"), native.ask("environment")
+    finally:
+        native.close()
+    medians = {side: round(statistics.median(t), 3) for side, t in times.items()}
+    return emit({
+        "benchmark": "gpu_ddp_step",
+        "config": {"width": args.width, "depth": args.depth, "batch": args.batch, "world_size": 1,
+                   "steps": args.steps, "warmup": args.warmup, "cores": cores},
+        "step_ms": medians,
+        "engine": type(engine_of()).__name__,
+        "native": native_stats, "flagos": flagos.stats(),
+        "median_pair_ratio": round(statistics.median(n / f for n, f in zip(times["native"], times["flagos"])), 4),
+        "goals": {"min_throughput_ratio": 0.95},
+    }, args.out, native_env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
