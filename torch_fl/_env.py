@@ -57,6 +57,9 @@ REGISTRY: tuple[EnvVar, ...] = (
            "Build time, set by `torch-fl-build`: the wheel version's local segment."),
     EnvVar("FLAGOS_WHEEL_REQUIREMENTS", "the torch minor line",
            "Build time, set by `torch-fl-build`: the wheel's requirements as a JSON list."),
+    EnvVar("FLAGOS_WHEEL_EXTRAS", "no extra",
+           "Build time, set by `torch-fl-build`: the wheel's optional extras (`torch_fl[flaggems]` on cuda) as a JSON "
+           "object of extra name to requirements."),
     EnvVar("FLAGOS_CUDA_TORCH_DIR", "the installed torch when it is a CUDA build",
            "Build time, set by `torch-fl-build --platform cuda`: the extracted `torch` package of the CUDA torch wheel "
            "whose headers and libraries the cuda plugin builds against."),

@@ -90,9 +90,13 @@ def make_sdk_tree(root: Path, recipe: Recipe, version: str) -> dict[str, Path]:
 
 def write_wheel(path: Path, files: dict[str, Path | bytes], *, version: str, requires: list[str],
                 tag: str = f"{PY_TAG}-{PY_TAG}-linux_x86_64") -> Path:
-    """A minimal, valid torch_fl wheel holding ``files``."""
+    """A minimal, valid torch_fl wheel holding ``files``; an ``extra == "X"`` marker among ``requires``
+    declares ``Provides-Extra: X``, as a build backend writes it."""
+    extras = dict.fromkeys(m.group(1) for r in requires if (m := re.search(r'extra == "([^"]+)"', r)))
+    metadata = support.wheels.metadata_text("torch_fl", version, requires,
+                                            "".join(f"Provides-Extra: {e}\n" for e in extras))
     return support.wheels.write_wheel(path, files, version=version, tag=tag, requires=requires,
-                                      generator="synthetic")
+                                      metadata=metadata, generator="synthetic")
 
 
 def make_plugin_wheel(work: Path, recipe: Recipe, *, version: str, requires: list[str],

@@ -96,11 +96,11 @@ def test_cuda_torch_is_downloaded_once_from_the_configured_index(tmp_path: Path,
 def _plugin(tmp_path: Path, torch_lib: Path) -> Path:
     from packaging_support import torch_base
     from synthetic import make_plugin_wheel
-    from test_cuda_assets import CUDA_REQS
+    from test_cuda_assets import CUDA_REQS, FLAGGEMS_EXTRA
 
     base = torch_base()
     return make_plugin_wheel(tmp_path / "plugin", load_recipe("cuda", BUNDLERS), version=f"{base}+cuda13.0",
-                             requires=[f"torch=={base}", *CUDA_REQS], torch_lib=torch_lib)
+                             requires=[f"torch=={base}", *CUDA_REQS, *FLAGGEMS_EXTRA], torch_lib=torch_lib)
 
 
 @pytest.mark.compile

@@ -9,9 +9,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from packaging_support import BUNDLERS, build_env, run_build, torch_base
+from packaging_support import BUNDLERS, REPO, build_env, run_build, torch_base
 from support.wheels import PY_TAG, write_wheel
 from synthetic import compile_library, make_plugin_wheel
+from torch_fl_packaging.companions import companion_pins
 from torch_fl_packaging.torch_info import installed_torch
 from torch_fl_packaging.elf_read import read_elf
 from torch_fl_packaging.recipe import load_recipe
@@ -22,6 +23,11 @@ CUDA_REQS = [
     'nvidia-nccl-cu13==2.28.9; platform_system == "Linux"',
 ]
 NOT_RUNTIME = ['cuda-bindings<14,>=13.0.3; platform_system == "Linux"', 'triton==3.7.1; platform_system == "Linux"']
+#: The flaggems extra the cuda recipe declares: flag-gems at the companions.toml pin, triton as the CUDA torch
+#: above requires it (its marker kept), both under the extra's marker.
+FLAGGEMS_PIN = companion_pins(REPO, "cuda")["flaggems"]
+FLAGGEMS_EXTRA = [f'flag-gems=={FLAGGEMS_PIN}; extra == "flaggems"',
+                  'triton==3.7.1; platform_system == "Linux" and extra == "flaggems"']
 
 
 def make_cuda_torch_wheel(tmp: Path, torch_lib: Path, *, git_version: str | None = None,
@@ -75,8 +81,8 @@ def test_cuda_assets_layout_rpath_and_requirements(tmp_path: Path, torch_lib: Pa
     links = make_runtime_wheels(tmp_path)
     base = torch_base()
     reqs = [f"torch=={base}", *CUDA_REQS]
-    plugin = make_plugin_wheel(tmp_path, load_recipe("cuda", BUNDLERS), version=f"{base}+cuda13.0", requires=reqs,
-                               torch_lib=torch_lib)
+    plugin = make_plugin_wheel(tmp_path, load_recipe("cuda", BUNDLERS), version=f"{base}+cuda13.0",
+                               requires=reqs + FLAGGEMS_EXTRA, torch_lib=torch_lib)
     out = tmp_path / "out"
     env = build_env()
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the user's cache is neither read nor filled
@@ -89,6 +95,9 @@ def test_cuda_assets_layout_rpath_and_requirements(tmp_path: Path, torch_lib: Pa
     assert summary["verify"]["target"]["installed"] == CUDA_REQS and not summary["verify"]["target"]["downloaded"]
     assert summary["wheel"]["version"] == f"{base}+cuda13.0"
     assert summary["requirements"] == reqs  # derived from the CUDA wheel's METADATA, extras dropped
+    # torch_fl[flaggems]: the companion pin, and the triton the CUDA wheel requires (its own extras never)
+    assert summary["extras"] == {"flaggems": [f"flag-gems=={FLAGGEMS_PIN}", 'triton==3.7.1; platform_system == "Linux"']}
+    assert summary["companions"]["flaggems"] == FLAGGEMS_PIN
     tree = tmp_path / "tree"
     with zipfile.ZipFile(out / summary["wheel"]["filename"]) as zf:
         zf.extractall(tree)
@@ -108,6 +117,8 @@ def test_cuda_assets_layout_rpath_and_requirements(tmp_path: Path, torch_lib: Pa
     assert manifest["torch"]["requirement"] == f"torch=={base}"
     assert manifest["sdk"] == {"name": "cuda", "version": "13.0"}
     assert manifest["vendor_torch"]["source"] == cuda_wheel.name
+    assert manifest["companions"]["flaggems"] == FLAGGEMS_PIN
+    assert manifest["requirements"] == reqs + FLAGGEMS_EXTRA  # what pip reads: METADATA's Requires-Dist
     assert {r["origin"] for r in manifest["elf"] if r["path"].startswith("torch_fl/cuda/")} == {"bundled"}
     assert not (tree / "torch_fl.libs").exists()  # libcudart comes from pip, never grafted
 

@@ -39,7 +39,9 @@ def test_real_cuda_assets_wheel(tmp_path: Path, torch_lib: Path) -> None:
     assert cfg.wheel_version.endswith("+cuda13.0") and cfg.torch_requirement == "torch==2.13.0"
     names = {r.split("[")[0].split("=")[0].split(";")[0].strip() for r in cfg.requirements[1:]}
     assert "cuda-toolkit" in names and all(n == "cuda-toolkit" or n.startswith("nvidia-") for n in names)
-    plugin = make_plugin_wheel(tmp_path, cfg.recipe, version=cfg.wheel_version, requires=list(cfg.requirements),
+    # The real CUDA torch 2.13.0 requires triton==3.7.1: the flaggems extra's Triton pin.
+    assert cfg.extras["flaggems"][1] == 'triton==3.7.1; platform_system == "Linux" and python_version < "3.15"'
+    plugin = make_plugin_wheel(tmp_path, cfg.recipe, version=cfg.wheel_version, requires=list(cfg.requires_dist),
                                torch_lib=torch_lib)
     out = tmp_path / "out"
     env = dict(os.environ)

@@ -4,9 +4,12 @@ The wheel's version is the version of the torch it is built against plus a local
 segment naming the platform (``2.13.0+host``); its torch requirement is the minor
 line for most bundle kinds and exact where libtorch pieces are bundled.  The
 release pipeline (``torch-fl-build``'s configure stage) resolves both and hands
-them over in ``FLAGOS_WHEEL_LOCAL_VERSION`` / ``FLAGOS_WHEEL_REQUIREMENTS``; a
-plain ``pip install --no-build-isolation .`` falls back to the platform recipe's
-``[wheel] local_version`` and the torch minor line.
+them over in ``FLAGOS_WHEEL_LOCAL_VERSION`` / ``FLAGOS_WHEEL_REQUIREMENTS``, and the
+optional extras (``torch_fl[flaggems]``: the companion pin and what the CUDA torch
+requires with it) in ``FLAGOS_WHEEL_EXTRAS``; a plain ``pip install
+--no-build-isolation .`` falls back to the platform recipe's ``[wheel] local_version``
+and the torch minor line, and declares no extra (its pins need the CUDA torch's
+METADATA, which only configure reads).
 
 This module runs inside the PEP 517 backend, so it uses the standard library only
 and never imports torch (reading torch's distribution metadata is enough).
@@ -80,12 +83,26 @@ def _dependencies() -> list[str]:
     return [f"torch>={major}.{minor},<{major}.{minor + 1}"]
 
 
+def _optional_dependencies() -> dict[str, list[str]]:
+    given = os.environ.get("FLAGOS_WHEEL_EXTRAS")
+    if not given:
+        return {}
+    extras = json.loads(given)
+    if not isinstance(extras, dict) or not all(
+        isinstance(v, list) and all(isinstance(r, str) for r in v) for v in extras.values()
+    ):
+        raise RuntimeError("FLAGOS_WHEEL_EXTRAS must be a JSON object of extra name -> requirement strings")
+    return extras
+
+
 # `settings` is part of scikit-build-core's dynamic-metadata provider interface; this provider has none.
 def dynamic_metadata(field: str, settings: dict[str, Any] | None = None) -> Any:  # noqa: ARG001
     if field == "version":
         return _version()
     if field == "dependencies":
         return _dependencies()
+    if field == "optional-dependencies":
+        return _optional_dependencies()
     raise RuntimeError(f"torch_fl_packaging.build_metadata cannot provide {field!r}")
 
 

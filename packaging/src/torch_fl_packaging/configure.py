@@ -18,16 +18,12 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from .companions import companion_pins, extra_requirements, requires_dist
 from .elf_patch import find_patchelf
 from .errors import ConfigureError, RecipeError
 from .recipe import Recipe, load_recipe
 from .torch_info import TorchInfo, VendorTorch, base_version, installed_torch
 from .vendor_torch import cuda_requirements, resolve_vendor
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = ["Config", "check_concrete_version", "configure"]
 
@@ -51,6 +47,8 @@ class Config:
     torch_requirement: str
     requirements: tuple[str, ...]
     companions: dict[str, str]
+    #: extra name -> its requirements, without the extra marker (as pyproject's optional-dependencies).
+    extras: dict[str, tuple[str, ...]]
     patchelf: Path
     source_date_epoch: int
     compress_level: int
@@ -58,6 +56,11 @@ class Config:
     python: str = field(default_factory=lambda: sys.executable)
     #: The interpreter of the environment verify proves the wheel against.
     target_python: str = field(default_factory=lambda: sys.executable)
+
+    @property
+    def requires_dist(self) -> tuple[str, ...]:
+        """The wheel's Requires-Dist: the requirements, then each extra's under its extra marker."""
+        return requires_dist(self.requirements, self.extras)
 
     @property
     def build_env(self) -> dict[str, str]:
@@ -68,6 +71,7 @@ class Config:
             "FLAGOS_PLATFORM": self.recipe.platform,
             "FLAGOS_WHEEL_LOCAL_VERSION": self.local_version,
             "FLAGOS_WHEEL_REQUIREMENTS": json.dumps(list(self.requirements)),
+            "FLAGOS_WHEEL_EXTRAS": json.dumps({k: list(v) for k, v in self.extras.items()}),
             "SOURCE_DATE_EPOCH": str(self.source_date_epoch),
         }
 
@@ -149,24 +153,6 @@ def _local_version(recipe: Recipe, sdk_version: str | None, vendor: VendorTorch 
     return out
 
 
-def companion_pins(source_dir: Path, platform: str) -> dict[str, str]:
-    path = source_dir / "manifests" / "companions.toml"
-    if not path.is_file():
-        raise ConfigureError("companion pins not found", path, "restore manifests/companions.toml")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigureError("manifests/companions.toml is not valid TOML", exc, "fix it") from None
-    pins = dict(data.get("default", {}))
-    pins.update(data.get(platform, {}))
-    allowed = {"flaggems", "flagtree", "flagcx"}
-    for key in pins:
-        if key not in allowed:
-            raise ConfigureError("unknown companion in manifests/companions.toml", key,
-                                 "one of " + ", ".join(sorted(allowed)))
-    return {k: str(v) for k, v in sorted(pins.items()) if str(v) != "none"}
-
-
 def _source_date_epoch() -> int:
     raw = os.environ.get("SOURCE_DATE_EPOCH")
     if raw is None:
@@ -233,6 +219,7 @@ def configure(
     reqs = [torch_req]
     if recipe.kind == "cuda-assets" and vendor is not None:
         reqs += cuda_requirements(vendor)
+    companions = companion_pins(source_dir, recipe.platform)
     return Config(
         recipe=recipe,
         source_dir=source_dir,
@@ -246,7 +233,8 @@ def configure(
         wheel_version=f"{base}+{local}",
         torch_requirement=torch_req,
         requirements=tuple(dict.fromkeys(reqs)),
-        companions=companion_pins(source_dir, recipe.platform),
+        companions=companions,
+        extras=extra_requirements(recipe, companions, vendor),
         patchelf=patchelf,
         source_date_epoch=_source_date_epoch(),
         compress_level=compress_level,

@@ -92,10 +92,12 @@ def build_manifest(config: Config, staged: Staged, repaired: Repaired, filename:
     if version != config.wheel_version:
         raise ManifestError("METADATA version differs from the configured one",
                             f"{version} vs {config.wheel_version}", "rebuild the wheel with torch-fl-build")
+    # Requires-Dist holds the extras' requirements too (under `extra == "<name>"` markers), so the
+    # manifest's requirements are what pip reads, extras included.
     norm = sorted(str(Requirement(r)) for r in requires)
-    if norm != sorted(str(Requirement(r)) for r in config.requirements):
+    if norm != sorted(str(Requirement(r)) for r in config.requires_dist):
         raise ManifestError("METADATA requirements differ from the configured ones",
-                            f"{norm} vs {list(config.requirements)}", "rebuild the wheel with torch-fl-build")
+                            f"{norm} vs {list(config.requires_dist)}", "rebuild the wheel with torch-fl-build")
     records, infos = _elf_records(staged)
     sdk: dict[str, Any] = {"name": recipe.sdk.name if recipe.sdk else recipe.platform}
     if config.sdk_version:
@@ -125,7 +127,7 @@ def build_manifest(config: Config, staged: Staged, repaired: Repaired, filename:
             vt["git_version"] = config.vendor.info.git_version
         manifest["vendor_torch"] = vt
     manifest["companions"] = dict(config.companions)
-    manifest["requirements"] = list(config.requirements)
+    manifest["requirements"] = list(config.requires_dist)
     manifest["floors"] = {"glibc": version_floor(infos, "GLIBC"), "glibcxx": version_floor(infos, "GLIBCXX")}
     runtime: dict[str, Any] = {"directories": [
         {"path": rd.path, "env": rd.env, "libraries": list(rd.libraries)} for rd in recipe.runtime

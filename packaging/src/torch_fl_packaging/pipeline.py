@@ -193,6 +193,8 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
         "vendor_torch": None if config.vendor is None else
         {"version": config.vendor.info.version, "source": config.vendor.source},
         "requirements": list(config.requirements),
+        "extras": {name: list(reqs) for name, reqs in config.extras.items()},
+        "companions": dict(config.companions),
         "bundled": [{"path": rel, "source": by_path[rel].get("source"), "size": by_path[rel]["size"]}
                     for rel in staged.bundled],
         "grafted": [{"path": rel, "source": src} for rel, src in repaired.grafted.items()],

@@ -34,6 +34,7 @@ __all__ = [
     "BUNDLE_KINDS",
     "BundleSpec",
     "CiSpec",
+    "ExtraSpec",
     "Recipe",
     "RepairSpec",
     "RuntimeDirectory",
@@ -48,12 +49,16 @@ __all__ = [
 
 #: The closed set of bundle kinds (design.md, "Bundle kinds").
 BUNDLE_KINDS = ("in-wheel-runtime", "cuda-assets", "forked-libtorch", "native-sdk", "none")
+#: The companion projects manifests/companions.toml may pin (compatibility.json's companions).
+COMPANIONS = ("flaggems", "flagtree", "flagcx")
 #: Where a kind's bundled libraries come from.
 LIBRARY_SOURCES = ("build", "vendor-torch", "cuda-torch")
 
 _PLATFORM_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LOCAL_RE = re.compile(r"^[a-z0-9]+([._][a-z0-9]+)*$")
+_EXTRA_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")  # a normalized extra name (PEP 685)
+_DIST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 
 def _doc(text: str, default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING) -> Any:
@@ -167,6 +172,23 @@ class VendorTorchSpec:
 
 
 @dataclass(frozen=True)
+class ExtraSpec:
+    """An optional extra of the platform's wheel: ``pip install 'torch_fl[<name>]'``."""
+
+    name: str = _doc("The extra's name (lowercase, PEP 685).")
+    companion: str = _doc(
+        "The companion of manifests/companions.toml the extra installs, pinned exactly to the platform's pin "
+        "there (the version compatibility.json records)."
+    )
+    distribution: str = _doc("The companion's distribution name on the package index, e.g. flag-gems.")
+    from_vendor_torch: tuple[str, ...] = _doc(
+        "Distributions whose requirement is copied, with its marker, from the METADATA of the vendor/CUDA "
+        "torch the bundled libraries come from: the version that torch release was made with (triton).",
+        factory=tuple,
+    )
+
+
+@dataclass(frozen=True)
 class Recipe:
     """One platform: its bundle kind and every fact the pipeline needs about it."""
 
@@ -191,6 +213,7 @@ class Recipe:
     )
     repair: RepairSpec = _doc("auditwheel exclusions.", factory=RepairSpec)
     vendor_torch: VendorTorchSpec = _doc("Vendor/CUDA torch source.", factory=VendorTorchSpec)
+    extras: tuple[ExtraSpec, ...] = _doc("Optional extras of the wheel ([[extras]] tables).", factory=tuple)
 
     # -- derived facts --------------------------------------------------------
     @property
@@ -340,6 +363,20 @@ def _validate(recipe: Recipe, path: Path) -> None:
             raise bad("sdk.version_pattern is not a regular expression", exc, "fix the pattern") from None
     if recipe.vendor_torch.default not in (None, "build-env", "download"):
         raise bad("unknown vendor_torch.default", recipe.vendor_torch.default, "build-env or download")
+    names = [e.name for e in recipe.extras]
+    for extra in recipe.extras:
+        if not _EXTRA_RE.match(extra.name) or names.count(extra.name) > 1:
+            raise bad("extras.name must be a unique lowercase extra name", extra.name, 'e.g. name = "flaggems"')
+        if extra.companion not in COMPANIONS:
+            raise bad("unknown extras.companion", extra.companion,
+                      _did_you_mean(extra.companion, COMPANIONS) or "one of " + ", ".join(COMPANIONS))
+        for dist in (extra.distribution, *extra.from_vendor_torch):
+            if not _DIST_RE.match(dist):
+                raise bad("not a distribution name", dist, 'e.g. "flag-gems"')
+        # Only these kinds have a vendor/CUDA torch whose METADATA the requirements can be copied from.
+        if extra.from_vendor_torch and b.source not in ("vendor-torch", "cuda-torch"):
+            raise bad(f"kind {recipe.kind} has no vendor torch to copy extras.from_vendor_torch from",
+                      list(extra.from_vendor_torch), "drop from_vendor_torch")
 
 
 def load_recipe_file(path: Path) -> Recipe:
@@ -378,8 +415,9 @@ def reference_markdown() -> str:
     sections: list[tuple[Any, str]] = [
         (Recipe, ""), (WheelSpec, "[wheel] "), (CiSpec, "[ci] "), (SdkSpec, "[sdk] "), (BundleSpec, "[bundle] "),
         (RuntimeDirectory, "[[runtime]] "), (RepairSpec, "[repair] "), (VendorTorchSpec, "[vendor_torch] "),
+        (ExtraSpec, "[[extras]] "),
     ]
-    tables = {"wheel", "ci", "sdk", "bundle", "runtime", "repair", "vendor_torch"}
+    tables = {"wheel", "ci", "sdk", "bundle", "runtime", "repair", "vendor_torch", "extras"}
     rows = ["| key | meaning |", "|---|---|"]
     for cls, prefix in sections:
         for f in dataclasses.fields(cls):
