@@ -123,8 +123,11 @@ class _Kernel:
             if flagos.get_device() != index:
                 raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
                                    f"flagos:{index} and {flagos.device}!")
-        if _state.depth:
-            result = self.plan.overload(*vargs, **vkwargs)  # re-entered while FlagGems runs: never FlagGems again
+        if _state.depth:  # re-entered while FlagGems runs: never FlagGems again
+            if self.log_dispatch:
+                print(f"[torch_fl] {self.plan.name} -> {self.fallback} (re-entered from flaggems)", file=sys.stderr,
+                      flush=True)
+            result = self.plan.overload(*vargs, **vkwargs)
         else:
             result = self._run(vargs, vkwargs)
         plan = self.plan
