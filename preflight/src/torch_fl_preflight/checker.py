@@ -13,7 +13,7 @@ from typing import Any
 from packaging.tags import parse_tag
 from packaging.version import Version
 
-from torch_fl_preflight import elf_gates, host_checks, manifest_checks, wheel_checks
+from torch_fl_preflight import companion_checks, elf_gates, host_checks, manifest_checks, wheel_checks
 from torch_fl_preflight.errors import ManifestError, WheelError
 from torch_fl_preflight.host_env import HostEnv
 from torch_fl_preflight.payload import InstalledPayload, WheelPayload, elf_members
@@ -113,6 +113,7 @@ def check_wheel(path: str, host_for: HostSource | None, opts: Options) -> Subjec
         )
         manifest_checks.check_torch(manifest, report)
         manifest_checks.check_release(manifest, report, release=opts.release)
+        companion_checks.check_manifest(manifest, report)
         host = host_for() if host_for is not None else None
         if host is not None:
             scan.site_dir = host.platlib
@@ -142,6 +143,7 @@ def _host_and_gates(
     host_checks.check_torch_install(host, manifest, model, opts.host, report)
     host_checks.check_runtime_dirs(host, manifest, report)
     host_checks.check_sdk(host, manifest, opts.host, report)
+    companion_checks.check_flaggems(host, manifest, opts.host, report)
     if opts.host.check_installed:
         host_checks.check_requirements_installed(host, requires, report)
     if opts.gates:
@@ -217,6 +219,7 @@ def check_installed(host_for: HostSource, opts: Options) -> SubjectReport:
     manifest_checks.check_metadata_agreement(manifest, name, Version(version), requires, tags, None, report)
     manifest_checks.check_torch(manifest, report)
     manifest_checks.check_release(manifest, report, release=opts.release)
+    companion_checks.check_manifest(manifest, report)
     members = elf_members(payload)
     digests = {m.path: payload.digest(m.path) for m in members}
     sizes = {m.path: payload.size(m.path) for m in members}

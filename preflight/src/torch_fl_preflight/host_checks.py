@@ -266,7 +266,8 @@ def check_sdk(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, report
         report.ok("host.sdk", f"{sdk['name']} {target} ({source}) is the version the wheel was built with")
 
 
-def _marker_env(host: HostEnv) -> dict[str, str]:
+def marker_env(host: HostEnv) -> dict[str, str]:
+    """The target's PEP 508 marker environment, as pip there evaluates requirement markers."""
     major, minor, micro = host.python_version
     return {
         "python_version": f"{major}.{minor}",
@@ -284,7 +285,7 @@ def unmet_requirements(host: HostEnv, requires: tuple[Requirement, ...]) -> list
     satisfy, each with what is wrong; the one definition both --check-installed and torch-fl-build's
     requirements target use."""
     unmet: list[tuple[Requirement, str]] = []
-    env = _marker_env(host)
+    env = marker_env(host)
     for req in requires:
         if req.marker is not None and not req.marker.evaluate(env):
             continue
