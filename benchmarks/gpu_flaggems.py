@@ -1,0 +1,198 @@
+"""FlagGems on the GPU, in one run: native cuda, flagos -> cuda and flagos -> flaggems.
+
+flagos -> cuda is the packaged routing (PyTorch's CUDA kernels on kernel views); flagos -> flaggems routes
+every operator the installed flag_gems offers to it (FLAGOS_USE_FLAGGEMS=1), switched in this process by
+reinstalling the routing table between measurements.  Native cuda runs in the reference interpreter
+(`--reference-python`, _gpu_common.py says why); all three take turns, repeat by repeat, pinned to the
+same two cores.  Workloads:
+
+* first call of each workload, synchronised, before any warm-up: for flagos -> flaggems that is Triton's
+  compile (and FlagGems' autotuning) of its kernels, in a fresh TRITON_CACHE_DIR unless
+  `--keep-triton-cache`; reported apart from the steady state;
+* small ops (add, mul, relu, sum on 1024 float32 elements): microseconds per call, which is the host-side
+  dispatch cost at that size;
+* a bf16 matmul 4096 x 4096 x 4096: milliseconds and TFLOP/s;
+* softmax (4096 x 4096), layer norm (8 x 512 x 1024) and causal scaled-dot-product attention
+  (8 x 16 x 512 x 64), bf16, forward: milliseconds;
+* a small transformer training step (4 layers, d_model 512, 8 heads, feed-forward 2048, batch 8 x 256,
+  bf16 autocast, AdamW): milliseconds per step.
+
+    python benchmarks/gpu_flaggems.py [--out gpu_flaggems.json] [--reference-python PY] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from _gpu_common import (NativeChild, emit, event_timer, median_ms, parser, reference_python, require_flagos, serve,
+                         share_cores)
+
+SMALL = ("add", "mul", "relu", "sum")
+KERNELS = ("matmul_bf16", "softmax_bf16", "layer_norm_bf16", "attention_bf16")
+REPEATS, WARMUP, INNER, KERNEL_INNER = 9, 100, 500, 20
+LAYERS, D_MODEL, HEADS, FF, BATCH, SEQ = 4, 512, 8, 2048, 8, 256
+
+
+def workloads(device: str) -> dict[str, Callable[[], object]]:
+    """Every timed call on `device`, its inputs made once."""
+    g = torch.Generator().manual_seed(0)
+
+    def randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
+
+    a, b = randn(1024), randn(1024)
+    m1, m2 = randn(4096, 4096, dtype=torch.bfloat16), randn(4096, 4096, dtype=torch.bfloat16)
+    s = randn(4096, 4096, dtype=torch.bfloat16)
+    x, w, bias = randn(8, 512, 1024, dtype=torch.bfloat16), randn(1024, dtype=torch.bfloat16), randn(
+        1024, dtype=torch.bfloat16)
+    q, k, v = (randn(8, 16, 512, 64, dtype=torch.bfloat16) for _ in range(3))
+    return {
+        "add": lambda: a + b, "mul": lambda: a * b, "relu": lambda: torch.relu(a), "sum": lambda: a.sum(),
+        "matmul_bf16": lambda: m1 @ m2,
+        "softmax_bf16": lambda: torch.softmax(s, -1),
+        "layer_norm_bf16": lambda: F.layer_norm(x, (1024,), w, bias),
+        "attention_bf16": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    }
+
+
+def sync_api(device: str):  # noqa: ANN201 - a device module
+    if device == "flagos":
+        return torch.flagos
+    return torch.cuda if torch.version.cuda else torch.accelerator
+
+
+class Bench:
+    """The workloads and a training model on `device`; first calls, warm timers and steps on request."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.api = device, sync_api(device)
+        self.calls = workloads(device)
+        self.warm: dict[str, Callable[[], float]] = {}
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, FF, dropout=0.0, batch_first=True, norm_first=True)
+        self.model = torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False).to(device)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.x = torch.randn(BATCH, SEQ, D_MODEL, generator=torch.Generator().manual_seed(1)).to(device)
+
+    def first(self, name: str) -> float:
+        """Milliseconds of one synchronised call (the first one, if called first)."""
+        fn = self.calls[name] if name != "step" else self.step_once
+        self.api.synchronize()
+        start = time.perf_counter()
+        fn()
+        self.api.synchronize()
+        return (time.perf_counter() - start) * 1000
+
+    def time(self, name: str) -> float:
+        """Milliseconds per call in the steady state (device events around a batch of calls)."""
+        if name not in self.warm:
+            for _ in range(WARMUP if name in SMALL else 3):
+                self.calls[name]()
+            self.warm[name] = event_timer(self.device, self.calls[name], INNER if name in SMALL else KERNEL_INNER)
+        return self.warm[name]()
+
+    def step_once(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(self.device, dtype=torch.bfloat16):
+            loss = self.model(self.x).float().square().mean()
+        loss.backward()
+        self.optimizer.step()
+
+    def step(self) -> float:
+        return self.first("step")
+
+
+class Routes:
+    """flagos's routing in this process: the packaged table (flagos -> cuda) or FLAGOS_USE_FLAGGEMS=1."""
+
+    def __init__(self) -> None:
+        from torch_fl import routing
+
+        env = {k: v for k, v in os.environ.items() if k != "FLAGOS_USE_FLAGGEMS"}
+        self.routing = routing
+        self.tables = {"flagos_cuda": routing.load("cuda", environ=env),
+                       "flagos_flaggems": routing.load("cuda", environ={**env, "FLAGOS_USE_FLAGGEMS": "1"})}
+        self.current = ""
+
+    def use(self, side: str) -> None:
+        if side != self.current:
+            self.routing.install(self.tables[side], log_dispatch=False)
+            self.current = side
+
+
+def main() -> int:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--keep-triton-cache", action="store_true", help="first calls with the existing Triton cache")
+    args = p.parse_args()
+    if args.native_child:
+        native_bench = Bench("cuda")
+        serve({"first": lambda name: {"ms": native_bench.first(name)},
+               "time": lambda name: {"ms": native_bench.time(name)}, "step": lambda: {"ms": native_bench.step()}})
+        return 0
+    require_flagos()
+    if not args.keep_triton_cache:  # before flag_gems (and Triton) are imported: at the first use of its routes
+        os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")
+    from torch_fl import flaggems
+
+    cores = share_cores()
+    routes = Routes()
+    routes.use("flagos_flaggems")
+    status = flaggems.status()
+    if not status["available"]:
+        print(f"the flaggems provider is unavailable: {status['reason']}", file=sys.stderr)
+        return 2
+    native = NativeChild(reference_python(args.reference_python), __file__)
+    try:
+        flagos = Bench("flagos")
+
+        def on(side: str, fn: Callable[[], float]) -> Callable[[], float]:
+            return lambda: (routes.use(side), fn())[1]
+
+        first: dict[str, dict[str, float]] = {}
+        for name in (*SMALL, *KERNELS, "step"):
+            first[name] = {"native": round(native.ask("first", name)["ms"], 3)}
+            for side in ("flagos_cuda", "flagos_flaggems"):
+                routes.use(side)
+                first[name][side] = round(flagos.first(name), 3)
+        steady: dict[str, dict[str, float]] = {}
+        for name in (*SMALL, *KERNELS):
+            ms = median_ms({"native": lambda name=name: native.ask("time", name)["ms"],
+                            "flagos_cuda": on("flagos_cuda", lambda name=name: flagos.time(name)),
+                            "flagos_flaggems": on("flagos_flaggems", lambda name=name: flagos.time(name))},
+                           repeats=REPEATS)
+            steady[name] = {side: round(t * 1000, 2) if name in SMALL else round(t, 4) for side, t in ms.items()}
+        steps = median_ms({"native": lambda: native.ask("step")["ms"], "flagos_cuda": on("flagos_cuda", flagos.step),
+                           "flagos_flaggems": on("flagos_flaggems", flagos.step)}, repeats=args.steps)
+        native_env = native.ask("environment")
+    finally:
+        native.close()
+    routes.use("flagos_flaggems")
+    flops = 2 * 4096**3
+    return emit({
+        "benchmark": "gpu_flaggems",
+        "flag_gems": status["flag_gems"], "routed_ops": len(status["routed"]), "cores": cores,
+        "triton_cache": "existing" if args.keep_triton_cache else "fresh",
+        "first_call_ms": first,
+        "small_ops_us": {name: {**steady[name], "flaggems_vs_cuda": round(steady[name]["flagos_flaggems"] /
+                                                                         steady[name]["flagos_cuda"], 3)}
+                         for name in SMALL},
+        "kernels_ms": {name: steady[name] for name in KERNELS},
+        "matmul_bf16_tflops": {side: round(flops / (ms / 1000) / 1e12, 1) for side, ms in
+                               steady["matmul_bf16"].items()},
+        "transformer_step_ms": {side: round(ms, 2) for side, ms in steps.items()},
+        "config": {"transformer": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH,
+                                   "seq": SEQ, "autocast": "bfloat16", "optimizer": "AdamW", "steps": args.steps},
+                   "repeats": REPEATS, "small_inner": INNER, "kernel_inner": KERNEL_INNER},
+    }, args.out, native_env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
