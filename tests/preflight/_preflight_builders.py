@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from support.elf import compile_c, read_dynamic
-from support.wheels import PY_TAG, record_hash, write_wheel as write_wheel_file
+from support.wheels import PY_TAG, metadata_text, record_hash, write_wheel as write_wheel_file
 
 PLAT = "manylinux_2_28_x86_64"
 TORCH_VERSION = "2.13.0+cpu"
@@ -129,6 +129,7 @@ class WheelSpec:
     manifest_extra: dict[str, Any] = field(default_factory=dict)
     manifest_override: dict[str, Any] | None = None
     with_manifest: bool = True
+    provides_extra: tuple[str, ...] = ()  # METADATA's Provides-Extra, as a build backend declares an extra
 
     @property
     def filename(self) -> str:
@@ -142,8 +143,10 @@ def write_wheel(out_dir: Path, spec: WheelSpec) -> Path:
                                                     filename=spec.filename, requirements=spec.requirements,
                                                     **spec.manifest_extra)
         files[f"{spec.name}/compatibility.json"] = json.dumps(m, indent=1).encode()
+    metadata = metadata_text(spec.name, spec.version, spec.requirements,
+                             "".join(f"Provides-Extra: {e}\n" for e in spec.provides_extra))
     return write_wheel_file(out_dir / spec.filename, files, name=spec.name, version=spec.version, tag=spec.tag,
-                            requires=spec.requirements, generator="preflight-tests")
+                            metadata=metadata, generator="preflight-tests")
 
 
 def host_wheel_files(n: Natives) -> dict[str, bytes]:

@@ -78,6 +78,10 @@ def test_absent_sdk_version_means_unknown_and_is_valid() -> None:
     (("elf", 0, "origin"), "downloaded"),
     (("torch", "cxx11_abi"), "yes"),
     (("companions",), {"flaggems": "latest"}),
+    (("companions",), {"flaggems": "x.y"}),  # a pin is a released version, not a pattern
+    (("companions",), {"flaggems": "5.0.x"}),
+    (("companions",), {"flagtree": "v0.3"}),
+    (("companions",), {"triton": "3.7.1"}),  # Triton's pin is the flaggems extra's requirement, not a companion
     (("floors", "glibc"), "new"),
     (("wheel", "tags"), []),
 ])

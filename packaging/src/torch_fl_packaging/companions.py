@@ -38,11 +38,15 @@ def _pin(value: object, table: str, key: str) -> str:
     """A pin is a released version (PEP 440), never a placeholder such as latest, unknown, * or x.y."""
     text = str(value).strip()
     try:
-        Version(text)
+        canonical = str(Version(text))
     except InvalidVersion:
+        canonical = None
+    if canonical != text:
+        # Written as PEP 440 normalizes it (no "v5"), so the pin reads the same in compatibility.json (whose
+        # schema takes only that form), in Requires-Dist and in the version pip reports as installed.
         raise ConfigureError(f"{COMPANIONS_FILE}: {table}.{key} is not a released version", value,
-                             f'pin the version the platform is validated with, e.g. {key} = "1.2.0" '
-                             f'(or "{NOT_USED}" where it is not used)') from None
+                             f'pin the version the platform is validated with, e.g. {key} = "{canonical or "1.2.0"}" '
+                             f'(or "{NOT_USED}" where it is not used)')
     return text
 
 
