@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch_fl  # noqa: F401
+import torch_fl
 from compile_support import TORCH_OWN_WARNINGS
 from torch_fl.compile import post_import
 
@@ -112,3 +112,26 @@ def test_device_module_hook_refuses_to_replace_another_getattr() -> None:
     module.__getattr__ = lambda name: None  # type: ignore[attr-defined]
     with pytest.raises(ImportError, match="already defines __getattr__"):
         install(module)
+
+
+@pytest.mark.compile
+def test_inductor_caches_key_compiled_graphs_by_the_flagos_codegen(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A graph compiled by another torch_fl (another platform, version or code generator) must not be reused.
+    from torch._dynamo.utils import counters
+    from torch_fl.compile import cache_identity
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+
+    def compile_once() -> str:
+        torch._dynamo.reset()
+        counters.clear()
+        torch.compile(lambda x: x.tan() * 3)(torch.randn(8, 4, device="flagos"))
+        (outcome,) = [k for k in counters["inductor"] if k.startswith("fxgraph_cache_")]
+        return outcome
+
+    assert compile_once() == "fxgraph_cache_miss"
+    assert compile_once() == "fxgraph_cache_hit"
+    assert cache_identity.identity().split()[2] == torch_fl.build_config.PLATFORM
+    monkeypatch.setattr(cache_identity, "identity", lambda: "torch_fl another-version host 0")
+    assert compile_once() == "fxgraph_cache_miss"

@@ -42,3 +42,16 @@ def test_indirect_indexing_in_a_vectorised_kernel() -> None:
     from torch._inductor.codegen import common
 
     assert common.get_current_backend("flagos") == "cpp"
+
+
+def test_a_cpu_scalar_tensor_does_not_move_the_result_off_flagos() -> None:
+    # Eager mode puts `cpu_scalar * flagos_tensor` on flagos; inductor must not pick the CPU for the kernel
+    # because the CPU tensor comes first.
+    def scaled(s: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return (s * x).sin() + s
+
+    torch._dynamo.reset()
+    s, x = torch.tensor(2.5), torch.randn(8, 4)
+    out = torch.compile(scaled, backend="inductor", fullgraph=True)(s, x.to("flagos"))
+    assert out.device.type == "flagos"
+    torch.testing.assert_close(out.cpu(), scaled(s, x))

@@ -10,6 +10,7 @@ when they are first imported or asked for the device.
 * ``inductor_backend``: the code generators inductor reads from ``torch.flagos``,
   by platform: ``host_codegen`` (inductor's C++ backend on host memory) and
   ``cuda_codegen`` (its Triton backend on CUDA memory).
+* ``cache_identity``: flagos's part of the keys of inductor's on-disk caches.
 * ``unsupported``: the inductor modes flagos answers with an error.
 
 ``backend="eager"`` and ``"aot_eager"`` need only the device interface.  A
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from torch_fl.compile import inductor_backend, post_import
+from torch_fl.compile import cache_identity, inductor_backend, post_import
 
 __all__ = ["install"]
 
@@ -41,3 +42,4 @@ def install(device_module: ModuleType) -> None:
                           "merge it with inductor_backend.device_module_attribute")
     device_module.__getattr__ = inductor_backend.device_module_attribute  # type: ignore[attr-defined]
     post_import.after_import("torch._dynamo.device_interface", _register_device_interface)
+    post_import.after_import("torch._inductor.codegen.common", cache_identity.wrap_backend_registration)

@@ -23,6 +23,13 @@ check (``CppVecKernel.indirect_assert``) without a dtype and inductor asserts.
 ``treat_as_cpu`` makes all three answer as for the CPU on flagos, so inductor
 plans and generates a flagos graph exactly as the CPU graph its C++ backend is
 written for.
+
+One question must still single flagos out from the CPU: a pointwise op whose
+inputs sit on several devices (a flagos tensor times a CPU scalar tensor) runs
+on the first input that ``is_gpu`` (``make_pointwise`` in lowering.py), else on
+the first input's device.  Eager mode puts the result on flagos, so
+``prefer_flagos_to_cpu`` makes that choice, and only that one, count flagos as
+the accelerator it is.
 """
 
 from __future__ import annotations
@@ -31,13 +38,13 @@ import functools
 import sys
 from typing import Any
 
-from torch._inductor import ir, scheduler, utils
+from torch._inductor import ir, lowering, scheduler, utils
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
 
-__all__ = ["CppScheduling", "HostDeviceOpOverrides", "HostWrapperCodegen", "treat_as_cpu"]
+__all__ = ["CppScheduling", "HostDeviceOpOverrides", "HostWrapperCodegen", "prefer_flagos_to_cpu", "treat_as_cpu"]
 
 _DEVICE = "flagos"
 
@@ -107,3 +114,17 @@ def _answer_cpp_backend() -> None:
     for name, module in list(sys.modules.items()):
         if name.startswith("torch._inductor") and getattr(module, "get_current_backend", None) is original:
             module.get_current_backend = get_current_backend  # type: ignore[attr-defined]
+
+
+@functools.cache
+def prefer_flagos_to_cpu() -> None:
+    """Lowering's device choice for a pointwise op over flagos and CPU tensors picks flagos (see the docstring).
+
+    Only lowering's own binding of ``is_gpu`` changes: everywhere else a flagos node stays a CPU-like one.
+    """
+    is_gpu = utils.is_gpu
+
+    def is_gpu_or_flagos(device: str | None) -> bool:
+        return device == _DEVICE or is_gpu(device)
+
+    lowering.is_gpu = is_gpu_or_flagos  # type: ignore[attr-defined]

@@ -36,6 +36,7 @@ def _codegen() -> dict[str, Any]:
         from torch_fl.compile import host_codegen
 
         host_codegen.treat_as_cpu()
+        host_codegen.prefer_flagos_to_cpu()
         register_device_op_overrides(_DEVICE, host_codegen.HostDeviceOpOverrides())
         return {"Scheduling": host_codegen.CppScheduling, "PythonWrapperCodegen": host_codegen.HostWrapperCodegen,
                 "CppWrapperCodegen": CppWrapperUnsupported, "WrapperFxCodegen": WrapperFxCodegen}
