@@ -16,8 +16,9 @@
 #               with --wheel that wheel file, else --installed (the installed wheel's manifest)
 #   demo        PY -c "import torch; x = torch.randn(1024, 1024, device='flagos'); print((x @ x).device)"
 #               -- no `import torch_fl`: the torch.backends entry point must register the device
-#   gpu-suite   pytest tests/gpu with PY (native results from the reference interpreter)
-#   bench-*     benchmarks/gpu_{small_ops,matmul,transformer}.py --out OUT/<name>.json (native side in the
+#   gpu-suite   pytest tests/gpu and tests/distributed/test_nccl_gpu.py with PY (native results from the
+#               reference interpreter)
+#   bench-*     benchmarks/<name>.py --out OUT/<name>.json for each name of --benchmarks (native side in the
 #               reference interpreter, the two alternating)
 #
 # Options:
@@ -30,6 +31,8 @@
 #                          holds only what the wheel needs
 #   --build                build torch_fl for the cuda platform against PY's torch first (it must be a CUDA build)
 #   --only STEPS           comma-separated subset of: build,preflight,demo,gpu-suite,bench
+#   --benchmarks NAMES     comma-separated benchmarks/ scripts for the bench step
+#                          (default: gpu_small_ops,gpu_matmul,gpu_transformer,gpu_ddp_step)
 #   --expect-no-gpu        on a machine without a GPU: every step must behave as it must there (the demo must not
 #                          crash, the suite must skip, the benchmarks must refuse with exit 2); for CI and dry runs
 #
@@ -38,7 +41,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RECORD="$ROOT/ci/gpu_check_results.py"
 PY=${PYTHON:-python3} REF="" WHEEL="" PREFLIGHT="" PYTEST_PATH="" OUT="" BUILD=0 NO_GPU=0
-ONLY="build,preflight,demo,gpu-suite,bench"
+ONLY="build,preflight,demo,gpu-suite,bench" BENCHMARKS="gpu_small_ops,gpu_matmul,gpu_transformer,gpu_ddp_step"
 die() { echo "ci/gpu-check.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -50,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=${2:?}; shift 2 ;;
     --build) BUILD=1; shift ;;
     --only) ONLY=${2:?}; shift 2 ;;
+    --benchmarks) BENCHMARKS=${2:?}; shift 2 ;;
     --expect-no-gpu) NO_GPU=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument ($1) — see --help" ;;
@@ -57,6 +61,10 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$OUT" ]] || die "no --out folder given — pass --out DIR for results.json and the logs"
 IFS=, read -ra _steps <<<"$ONLY"
+IFS=, read -ra _benchmarks <<<"$BENCHMARKS"
+for b in "${_benchmarks[@]}"; do
+  [[ -f "$ROOT/benchmarks/$b.py" ]] || die "no benchmark benchmarks/$b.py — name scripts of benchmarks/ in --benchmarks"
+done
 for s in "${_steps[@]}"; do
   [[ ",build,preflight,demo,gpu-suite,bench," == *",$s,"* ]] || die "unknown step in --only ($s) — give build,preflight,demo,gpu-suite,bench"
 done
@@ -135,14 +143,14 @@ if wants gpu-suite; then
   [[ $NO_GPU == 1 ]] && expect=skip
   step gpu-suite "$expect" --junit "$OUT/gpu-suite.xml" -- \
     env ${PYTEST_PATH:+PYTHONPATH=$PYTEST_PATH} ${REF:+FLAGOS_TEST_REFERENCE_PYTHON=$REF} \
-    "$PY" -m pytest "$ROOT/tests/gpu" -m gpu -c "$ROOT/pyproject.toml" --rootdir "$ROOT" -p no:cacheprovider -q \
+    "$PY" -m pytest "$ROOT/tests/gpu" "$ROOT/tests/distributed/test_nccl_gpu.py" -m gpu -c "$ROOT/pyproject.toml" --rootdir "$ROOT" -p no:cacheprovider -q \
     --junitxml="$OUT/gpu-suite.xml"
 fi
 
 if wants bench; then
   expect=ok
   [[ $NO_GPU == 1 ]] && expect=refuse
-  for bench in gpu_small_ops gpu_matmul gpu_transformer; do
+  for bench in "${_benchmarks[@]}"; do
     step "bench-$bench" "$expect" --json-file "$OUT/$bench.json" -- \
       "$PY" "$ROOT/benchmarks/$bench.py" --out "$OUT/$bench.json" ${REF:+--reference-python "$REF"}
   done

@@ -53,11 +53,20 @@ def test_without_a_gpu_every_step_behaves_as_it_must(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["passed"] and doc["no_gpu"]
     by = steps(tmp_path)
-    assert list(by) == ["demo", "gpu-suite", "bench-gpu_small_ops", "bench-gpu_matmul", "bench-gpu_transformer"]
+    benches = ["bench-gpu_small_ops", "bench-gpu_matmul", "bench-gpu_transformer", "bench-gpu_ddp_step"]
+    assert list(by) == ["demo", "gpu-suite", *benches]
     suite = by["gpu-suite"]["tests"]
     assert suite["tests"] > 100 and suite["skipped"] == suite["tests"]
-    for name in ("bench-gpu_small_ops", "bench-gpu_matmul", "bench-gpu_transformer"):
+    for name in benches:
         assert by[name]["rc"] == 2 and "no CUDA GPU" in by[name]["log_tail"][-1]
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU may answer here")
+def test_an_unknown_benchmark_is_refused_before_any_step(tmp_path: Path) -> None:
+    done = check("--expect-no-gpu", "--benchmarks", "gpu_matmul,gpu_nothing", "--python", sys.executable,
+                 "--out", str(tmp_path))
+    assert done.returncode == 2 and "benchmarks/gpu_nothing.py" in done.stderr
+    assert not (tmp_path / "results.json").exists()
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU may answer here")
