@@ -31,8 +31,9 @@
 #                          holds only what the wheel needs
 #   --build                build torch_fl for the cuda platform against PY's torch first (it must be a CUDA build)
 #   --only STEPS           comma-separated subset of: build,preflight,demo,gpu-suite,bench
-#   --benchmarks NAMES     comma-separated benchmarks/ scripts for the bench step
-#                          (default: gpu_small_ops,gpu_matmul,gpu_transformer,gpu_ddp_step)
+#   --benchmarks NAMES     comma-separated benchmarks/ scripts for the bench step (default: gpu_small_ops,
+#                          gpu_matmul,gpu_transformer, and gpu_ddp_step where PY's torch has NCCL: stock torch+cpu
+#                          has none, so flagos's process group has no engine there)
 #   --expect-no-gpu        on a machine without a GPU: every step must behave as it must there (the demo must not
 #                          crash, the suite must skip, the benchmarks must refuse with exit 2); for CI and dry runs
 #
@@ -41,7 +42,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RECORD="$ROOT/ci/gpu_check_results.py"
 PY=${PYTHON:-python3} REF="" WHEEL="" PREFLIGHT="" PYTEST_PATH="" OUT="" BUILD=0 NO_GPU=0
-ONLY="build,preflight,demo,gpu-suite,bench" BENCHMARKS="gpu_small_ops,gpu_matmul,gpu_transformer,gpu_ddp_step"
+ONLY="build,preflight,demo,gpu-suite,bench" BENCHMARKS=""
 die() { echo "ci/gpu-check.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -61,6 +62,12 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$OUT" ]] || die "no --out folder given — pass --out DIR for results.json and the logs"
 IFS=, read -ra _steps <<<"$ONLY"
+if [[ -z "$BENCHMARKS" ]]; then
+  BENCHMARKS="gpu_small_ops,gpu_matmul,gpu_transformer"
+  if "$PY" -c "import sys, torch.distributed as d; sys.exit(not d.is_nccl_available())" 2>/dev/null; then
+    BENCHMARKS+=",gpu_ddp_step"
+  fi
+fi
 IFS=, read -ra _benchmarks <<<"$BENCHMARKS"
 for b in "${_benchmarks[@]}"; do
   [[ -f "$ROOT/benchmarks/$b.py" ]] || die "no benchmark benchmarks/$b.py — name scripts of benchmarks/ in --benchmarks"

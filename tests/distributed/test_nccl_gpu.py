@@ -23,7 +23,10 @@ from dist_support import init_rank, run_world, save_result
 from test_collectives import collectives, outcome
 from torch_fl.distributed import engine_of
 
-pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+pytestmark = [pytest.mark.gpu, pytest.mark.slow,
+              pytest.mark.skipif(not torch.distributed.is_nccl_available(),
+                                 reason="this torch's Python package has no NCCL (stock torch+cpu): flccl's engine on "
+                                        "the cuda platform is the CUDA build's ProcessGroupNCCL")]
 
 HERE = Path(__file__).resolve().parent
 
