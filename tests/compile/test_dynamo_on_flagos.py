@@ -76,3 +76,21 @@ def test_a_compile_failure_names_the_op_and_does_not_fall_back() -> None:
     with pytest.raises(Exception, match="torch_fl_compile_tests::flagos_only") as failure:
         compiled(x)
     assert type(failure.value).__module__.startswith("torch."), type(failure.value)
+
+
+@pytest.mark.compile
+def test_cuda_graphs_are_switched_off_with_one_note(caplog: pytest.LogCaptureFixture) -> None:
+    from torch._dynamo.utils import counters
+    from torch_fl.compile import cuda_graphs
+
+    cuda_graphs._note.cache_clear()  # another test of this process may have noted it already
+    x = torch.randn(8, 4, device="flagos")
+    with caplog.at_level("WARNING", logger="torch_fl.compile"):
+        for fn in (lambda x: (x.sin() * 2).sum(0), lambda x: x.cos() + 1):
+            compiled = torch.compile(fn, mode="reduce-overhead")
+            for _ in range(2):
+                torch.testing.assert_close(compiled(x).cpu(), fn(x.cpu()))
+    notes = [r.getMessage() for r in caplog.records if r.name == "torch_fl.compile"]
+    assert len(notes) == 1, notes
+    assert "CUDA graphs are off for torch.compile on flagos" in notes[0]
+    assert counters["inductor"]["cudagraph_skips"] == 2  # one per graph, each with flagos's reason

@@ -11,6 +11,8 @@ when they are first imported or asked for the device.
   by platform: ``host_codegen`` (inductor's C++ backend on host memory) and
   ``cuda_codegen`` (its Triton backend on CUDA memory).
 * ``cache_identity``: flagos's part of the keys of inductor's on-disk caches.
+* ``cuda_graphs``: CUDA graphs switched off for flagos graphs, with a note in the log.
+* ``inductor_names``: replacing one of inductor's functions wherever it was imported.
 * ``unsupported``: the inductor modes flagos answers with an error.
 
 ``backend="eager"`` and ``"aot_eager"`` need only the device interface.  A
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from torch_fl.compile import cache_identity, inductor_backend, post_import
+from torch_fl.compile import cache_identity, cuda_graphs, inductor_backend, post_import
 
 __all__ = ["install"]
 
@@ -43,3 +45,5 @@ def install(device_module: ModuleType) -> None:
     device_module.__getattr__ = inductor_backend.device_module_attribute  # type: ignore[attr-defined]
     post_import.after_import("torch._dynamo.device_interface", _register_device_interface)
     post_import.after_import("torch._inductor.codegen.common", cache_identity.wrap_backend_registration)
+    post_import.after_import("torch._inductor.cudagraph_utils", cuda_graphs.switch_off)
+    post_import.after_import("torch._inductor.output_code", cuda_graphs.note_when_skipped)

@@ -1,47 +1,63 @@
 """Inductor's code generation for flagos on the cuda platform: its Triton backend.
 
-On the cuda platform a flagos device *is* the CUDA device of the same index, and
-a flagos stream is the CUDA stream of the same id (csrc/runtime/cuda/CudaGuard.cpp),
-so the Triton kernels inductor writes for CUDA tensors are correct for flagos
-tensors.  Two things tie the generated code to the device type:
+On the cuda platform a flagos device *is* the CUDA device of the same index, its
+memory comes from PyTorch's CUDA caching allocator, and a flagos stream is the
+CUDA stream of the same id (csrc/runtime/cuda/CudaGuard.cpp), so the Triton
+kernels inductor writes for CUDA tensors are correct for flagos tensors: Triton's
+launcher takes their data pointers, which are CUDA device pointers.  Three things
+tie inductor's work to the device type:
 
-* Triton picks its compiler backend from the device type of the kernel's device
-  properties (``GPUTarget(device_props.type, ...)``) and knows no ``flagos``;
-  ``DeviceProperties.create`` therefore describes a flagos device as the CUDA
-  device it is, so the kernels compile and launch through Triton's CUDA driver.
-* The wrapper's stream, device switch and synchronisation go through
-  ``torch.flagos`` (``CudaDeviceOpOverrides``).
+* Triton picks its compiler backend and launcher from the device type in the
+  kernel's device properties (``GPUTarget(device_props.type, ...)``,
+  ``CachingAutotuner`` asks dynamo's interface of that type for the device and
+  stream) and knows no ``flagos``; ``DeviceProperties.create`` therefore describes
+  a flagos device as the CUDA device it is, so the kernels compile, launch and
+  autotune through Triton's CUDA driver, on the stream the wrapper passes.
+* The generated wrapper's stream, device guard and synchronisation go through
+  ``torch.flagos`` and flagos's current stream (``CudaDeviceOpOverrides``);
+  buffers are allocated with ``empty_strided(..., device='flagos')``.
+* Inductor plans a graph for a GPU by asking ``is_gpu(device.type)``, which knows
+  a fixed list of types (``utils.GPU_TYPES``): input alignment (and with it
+  vectorised loads), device guards, fusion and loop ordering, CPU scalars passed
+  to kernels as values, and the missing-Triton error.  ``treat_as_cuda`` adds
+  flagos to that list, and makes flagos the GPU of the process
+  (``get_gpu_type``), which is where its constructor-moving and bmm passes aim.
 
-Triton and its CUDA driver need a CUDA build of torch: with the ``cuda-assets``
-wheel on stock torch+cpu the first inductor compile fails with that fix named.
-CUDA graphs stay off: inductor captures graphs of ``cuda`` devices only, and the
-one-line note in the log says so.
+Inductor still singles out ``cuda`` by name for a few optional features:
+mix-order reduction fusion, native Triton matmul, TMA descriptors and PDL
+(``device.type in ("cuda", "xpu")`` in scheduler.py, mm_common.py, triton.py);
+flagos graphs compile without them.
+
+Triton and its CUDA driver run through ``torch.cuda``, so inductor needs a CUDA
+build of torch here: with the ``cuda-assets`` wheel on stock torch+cpu the first
+inductor compile fails with that fix named.  CUDA graphs: see ``cuda_graphs``.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 from textwrap import dedent
 from types import ModuleType
 from typing import Any
 
 import torch
+from torch._inductor import utils
 from torch._inductor.codegen.cuda.device_op_overrides import CUDADeviceOpOverrides
 from torch._inductor.codegen.triton import TritonScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
-from torch_fl.compile import post_import
+from torch_fl.compile import inductor_names, post_import
 
-__all__ = ["CudaDeviceOpOverrides", "PythonWrapperCodegen", "TritonScheduling", "prepare"]
+__all__ = ["CudaDeviceOpOverrides", "PythonWrapperCodegen", "TritonScheduling", "prepare", "treat_as_cuda"]
 
-_log = logging.getLogger("torch_fl.compile")
+_DEVICE = "flagos"
 
 
 class CudaDeviceOpOverrides(CUDADeviceOpOverrides):
     """CUDA's, with the stream, device and synchronisation of the generated wrapper taken from torch.flagos."""
 
     def import_get_raw_stream_as(self, name: str) -> str:
+        # The cudaStream_t of flagos's current stream (flagos's current stream *is* CUDA's current stream).
         return dedent(f"""
             def {name}(index):
                 return torch.accelerator.current_stream(index).native_handle
@@ -62,8 +78,8 @@ def _describe_as_cuda(hints: ModuleType) -> None:
     original = hints.DeviceProperties.create
 
     @functools.cache
-    def create(cls: type, device: torch.device) -> Any:
-        if device.type == "flagos":
+    def create(_cls: type, device: torch.device) -> Any:
+        if device.type == _DEVICE:
             device = torch.device("cuda", device.index)
         return original(device)
 
@@ -71,12 +87,25 @@ def _describe_as_cuda(hints: ModuleType) -> None:
 
 
 @functools.cache
+def treat_as_cuda() -> None:
+    """Make inductor plan flagos graphs as GPU graphs, with flagos the process's GPU (see the module docstring)."""
+    if _DEVICE not in utils.GPU_TYPES:
+        utils.GPU_TYPES.append(_DEVICE)  # the list is_gpu reads, shared by every module that imported it
+
+    def get_gpu_type() -> str:
+        # get_gpu_type asserts that a single type in GPU_TYPES is available; in a CUDA build cuda is, too.
+        return _DEVICE
+
+    inductor_names.replace(utils, "get_gpu_type", get_gpu_type)
+
+
+@functools.cache
 def prepare() -> None:
-    """Check that Triton can run here, point its view of the device at CUDA, and note that CUDA graphs are off."""
+    """Check that Triton can run here and point its view of the device at CUDA."""
     if not torch.cuda._is_compiled():
         raise RuntimeError(
             "torch.compile with inductor on the flagos cuda platform needs a CUDA build of torch (Triton launches "
             "through torch.cuda), and this torch is CPU-only; install the torch_fl wheel built against the CUDA torch "
             "(bundle kind 'none') or compile with backend='aot_eager'")
     post_import.after_import("torch._inductor.runtime.hints", _describe_as_cuda)
-    _log.info("torch_fl: inductor's CUDA graphs are off on flagos devices (it captures graphs of 'cuda' devices only)")
+    treat_as_cuda()

@@ -35,7 +35,6 @@ the accelerator it is.
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any
 
 from torch._inductor import ir, lowering, scheduler, utils
@@ -43,6 +42,8 @@ from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
+
+from torch_fl.compile import inductor_names
 
 __all__ = ["CppScheduling", "HostDeviceOpOverrides", "HostWrapperCodegen", "prefer_flagos_to_cpu", "treat_as_cpu"]
 
@@ -110,10 +111,7 @@ def _answer_cpp_backend() -> None:
             return "cpp"  # the backend of CppScheduling, flagos's Scheduling on this platform
         return original(device_type)
 
-    # Modules imported later take the name from `utils`; those already imported hold the original.
-    for name, module in list(sys.modules.items()):
-        if name.startswith("torch._inductor") and getattr(module, "get_current_backend", None) is original:
-            module.get_current_backend = get_current_backend  # type: ignore[attr-defined]
+    inductor_names.replace(utils, "get_current_backend", get_current_backend)
 
 
 @functools.cache
