@@ -78,7 +78,10 @@ def _import(kernel_device: str) -> Any:
         # command-line tool in subprocesses at import to find out (runtime/backend/device.py).
         os.environ.setdefault("GEMS_VENDOR", "nvidia")
     try:
-        return importlib.import_module("flag_gems")
+        with warnings.catch_warnings():
+            # Shown, never raised: a warnings-as-errors setting of the user's must not make the provider unavailable.
+            warnings.simplefilter("default")
+            return importlib.import_module("flag_gems")
     except ModuleNotFoundError as e:
         if e.name != "flag_gems":
             raise FlagGemsUnavailable(f"flag_gems fails to import: {e}; install torch_fl[flaggems]") from None
