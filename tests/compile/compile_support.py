@@ -7,10 +7,16 @@ with ``backend`` (None: eager) and runs a forward, a loss and a backward twice
 outputs and every parameter's gradient as CPU tensors, so runs on different
 devices compare directly.  Models are kept tiny: inductor's C++ compiles dominate
 the folder's time, and the compiled artifacts are cached across runs by inductor.
+
+``step_plain`` is the same as plain data, for a reference interpreter in another
+process (tests/gpu/test_compile_cuda.py: inductor on native CUDA); there the
+weights and inputs travel with the call (``initial_state``, ``example_inputs``),
+so a torch of another version computes on the same numbers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -109,28 +115,53 @@ class StepResult:
     grads: dict[str, torch.Tensor]
 
 
-def build(name: str, device: str) -> nn.Module:
+def build(name: str, device: str, state: dict[str, torch.Tensor] | None = None) -> nn.Module:
     torch.manual_seed(SEED)
-    return CASES[name].build().to(device)
+    model = CASES[name].build()
+    if state is not None:
+        model.load_state_dict(state)
+    return model.to(device)
 
 
-def step(name: str, device: str, backend: str | None, **compile_kwargs: object) -> StepResult:
-    model = build(name, device)
-    fn = model if backend is None else torch.compile(model, backend=backend, **compile_kwargs)
+def initial_state(name: str) -> dict[str, torch.Tensor]:
+    """The model's initial weights, on the CPU."""
+    return {k: v.clone() for k, v in build(name, "cpu").state_dict().items()}
+
+
+def example_inputs(name: str) -> list[torch.Tensor]:
+    """The inputs of the two calls of a step, on the CPU."""
     gen = torch.Generator().manual_seed(SEED + 1)
+    return [CASES[name].inputs(gen) for _ in range(2)]
+
+
+def step(name: str, device: str, backend: str | None, state: dict[str, torch.Tensor] | None = None,
+         inputs: list[torch.Tensor] | None = None, **compile_kwargs: object) -> StepResult:
+    model = build(name, device, state)
+    fn = model if backend is None else torch.compile(model, backend=backend, **compile_kwargs)
     outputs = []
-    for _ in range(2):
-        out = fn(CASES[name].inputs(gen).to(device))
+    for x in inputs if inputs is not None else example_inputs(name):
+        out = fn(x.to(device))
         out.float().square().mean().backward()
         outputs.append(out.detach().cpu())
     grads = {n: p.grad.detach().cpu() for n, p in model.named_parameters() if p.grad is not None}
     return StepResult(outputs, grads)
 
 
-def assert_same(actual: StepResult, expected: StepResult, what: str) -> None:
+def step_plain(name: str, device: str, backend: str | None, state: dict[str, torch.Tensor],
+               inputs: list[torch.Tensor]) -> dict[str, object]:
+    """``step`` as plain data (``torch.load(weights_only=True)``): a reference interpreter's entry point."""
+    return dataclasses.asdict(step(name, device, backend, state, inputs))
+
+
+def from_plain(plain: dict[str, object]) -> StepResult:
+    return StepResult(**plain)  # type: ignore[arg-type]
+
+
+def assert_same(actual: StepResult, expected: StepResult, what: str, *, atol: float = 2e-5,
+                rtol: float = 1e-4) -> None:
     assert len(actual.outputs) == len(expected.outputs)
     for i, (a, e) in enumerate(zip(actual.outputs, expected.outputs, strict=True)):
-        torch.testing.assert_close(a, e, atol=2e-5, rtol=1e-4, msg=lambda m, i=i: f"{what}: output {i}: {m}")
+        torch.testing.assert_close(a, e, atol=atol, rtol=rtol, msg=lambda m, i=i: f"{what}: output {i}: {m}")
     assert actual.grads.keys() == expected.grads.keys(), what
     for n, g in expected.grads.items():
-        torch.testing.assert_close(actual.grads[n], g, atol=2e-5, rtol=1e-4, msg=lambda m, n=n: f"{what}: {n}: {m}")
+        torch.testing.assert_close(actual.grads[n], g, atol=atol, rtol=rtol, msg=lambda m, n=n: f"{what}: {n}: {m}")

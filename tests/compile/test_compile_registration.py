@@ -135,3 +135,25 @@ def test_inductor_caches_key_compiled_graphs_by_the_flagos_codegen(tmp_path: Pat
     assert cache_identity.identity().split()[2] == torch_fl.build_config.PLATFORM
     monkeypatch.setattr(cache_identity, "identity", lambda: "torch_fl another-version host 0")
     assert compile_once() == "fxgraph_cache_miss"
+
+
+@pytest.mark.compile
+def test_a_platform_without_kernel_backend_fails_with_the_fix(tmp_path: Path) -> None:
+    # Stands for a vendor platform inductor cannot generate kernels for yet: the refusal must reach the user
+    # as inductor's own error with the fix, not as "Unsupported device type" (inductor ignores RuntimeErrors
+    # raised while it registers a device module's code generators).
+    out = _run("""
+        import torch, torch_fl
+        torch_fl._C._platform = lambda: "metax"
+        x = torch.randn(4, device="flagos")
+        try:
+            torch.compile(lambda t: t.sin() + 1)(x)
+        except Exception as e:
+            print(type(e).__module__, str(e).splitlines()[0])
+        out = torch.compile(lambda t: t.sin() + 1, backend="aot_eager")(x)
+        print("aot_eager", out.device.type)
+    """, tmp_path, env={"PYTHONWARNINGS": "ignore::DeprecationWarning"})
+    first, second = out.strip().splitlines()[-2:]
+    assert first.startswith("torch._inductor.exc ") and "no kernel backend for the flagos metax platform" in first
+    assert "backend='aot_eager'" in first
+    assert second == "aot_eager flagos"

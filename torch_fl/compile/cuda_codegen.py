@@ -29,8 +29,9 @@ mix-order reduction fusion, native Triton matmul, TMA descriptors and PDL
 flagos graphs compile without them.
 
 Triton and its CUDA driver run through ``torch.cuda``, so inductor needs a CUDA
-build of torch here: with the ``cuda-assets`` wheel on stock torch+cpu the first
-inductor compile fails with that fix named.  CUDA graphs: see ``cuda_graphs``.
+build of torch here: with the ``cuda-assets`` wheel on stock torch+cpu this
+module is not used and the first inductor compile fails with that fix named
+(``inductor_backend``).  CUDA graphs: see ``cuda_graphs``.
 """
 
 from __future__ import annotations
@@ -101,11 +102,6 @@ def treat_as_cuda() -> None:
 
 @functools.cache
 def prepare() -> None:
-    """Check that Triton can run here and point its view of the device at CUDA."""
-    if not torch.cuda._is_compiled():
-        raise RuntimeError(
-            "torch.compile with inductor on the flagos cuda platform needs a CUDA build of torch (Triton launches "
-            "through torch.cuda), and this torch is CPU-only; install the torch_fl wheel built against the CUDA torch "
-            "(bundle kind 'none') or compile with backend='aot_eager'")
+    """Point Triton's view of the device at CUDA and make inductor plan flagos graphs as GPU graphs."""
     post_import.after_import("torch._inductor.runtime.hints", _describe_as_cuda)
     treat_as_cuda()

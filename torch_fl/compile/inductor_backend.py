@@ -8,7 +8,8 @@ inductor's code generators costs seconds that ``import torch`` must not pay; the
 first lookup also registers flagos's device op overrides, which inductor asks for
 right after.  Which generators depends on where flagos memory lives: host memory
 on the host platform (inductor's C++ backend), CUDA memory on the cuda platform
-(its Triton backend).
+(its Triton backend).  Where there is none, the Scheduling raises why, once
+inductor generates kernels for a flagos graph (``unsupported``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,26 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import torch
+
 from torch_fl import _C
 
 __all__ = ["ATTRIBUTES", "device_module_attribute"]
 
 _DEVICE = "flagos"
 ATTRIBUTES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+
+
+def _without_kernel_backend(reason: str) -> dict[str, Any]:
+    from torch._inductor.codegen.common import DeviceOpOverrides, register_device_op_overrides
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+    from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+
+    from torch_fl.compile.unsupported import CppWrapperUnsupported, scheduling_unavailable
+
+    register_device_op_overrides(_DEVICE, DeviceOpOverrides())  # the wrapper asks for them before any kernel
+    return {"Scheduling": scheduling_unavailable(reason), "PythonWrapperCodegen": PythonWrapperCodegen,
+            "CppWrapperCodegen": CppWrapperUnsupported, "WrapperFxCodegen": WrapperFxCodegen}
 
 
 @functools.cache
@@ -40,6 +55,11 @@ def _codegen() -> dict[str, Any]:
         register_device_op_overrides(_DEVICE, host_codegen.HostDeviceOpOverrides())
         return {"Scheduling": host_codegen.CppScheduling, "PythonWrapperCodegen": host_codegen.HostWrapperCodegen,
                 "CppWrapperCodegen": CppWrapperUnsupported, "WrapperFxCodegen": WrapperFxCodegen}
+    if platform == "cuda" and not torch.cuda._is_compiled():
+        return _without_kernel_backend(
+            "torch.compile with inductor on the flagos cuda platform needs a CUDA build of torch (Triton compiles "
+            f"and launches through torch.cuda), and this torch ({torch.__version__}) is CPU-only; install the "
+            "torch_fl wheel built against the CUDA torch, or compile with backend='aot_eager'")
     if platform == "cuda":
         from torch_fl.compile import cuda_codegen
 
@@ -47,7 +67,7 @@ def _codegen() -> dict[str, Any]:
         register_device_op_overrides(_DEVICE, cuda_codegen.CudaDeviceOpOverrides())
         return {"Scheduling": cuda_codegen.TritonScheduling, "PythonWrapperCodegen": cuda_codegen.PythonWrapperCodegen,
                 "CppWrapperCodegen": CppWrapperUnsupported, "WrapperFxCodegen": WrapperFxCodegen}
-    raise NotImplementedError(
+    return _without_kernel_backend(
         f"torch.compile with inductor has no kernel backend for the flagos {platform} platform yet; "
         "compile with backend='aot_eager' (the flagos kernels, traced and run as one graph)")
 
