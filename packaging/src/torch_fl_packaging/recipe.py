@@ -6,6 +6,8 @@ PEP 517 metadata provider (``build_metadata``) imports it inside the build
 backend.  Every field has a docstring in ``field(metadata=...)``; unknown keys are
 errors with a "did you mean".
 
+The model and its loader are one thing, kept in one file.
+
 String values may use ``{prefix}``, which expands to the SDK's default prefix
 (``[sdk] prefix``) at load time.  ``[wheel] local_version`` may use
 ``{sdk_version}`` and ``{cuda_version}``, which the configure stage fills.
