@@ -157,3 +157,23 @@ def test_a_platform_without_kernel_backend_fails_with_the_fix(tmp_path: Path) ->
     assert first.startswith("torch._inductor.exc ") and "no kernel backend for the flagos metax platform" in first
     assert "backend='aot_eager'" in first
     assert second == "aot_eager flagos"
+
+
+def test_cuda_platform_wiring_that_needs_no_gpu(tmp_path: Path) -> None:
+    # The cuda platform's planning switches (in a subprocess: they change inductor for the whole process) and
+    # the wrapper's stream lookup, which must give the stream the user made current.  The Triton side runs in
+    # tests/gpu/test_compile_cuda.py.
+    out = _run("""
+        import torch, torch_fl
+        import torch._inductor.fx_passes.post_grad as post_grad
+        from torch._inductor import utils
+        from torch_fl.compile import cuda_codegen
+        cuda_codegen.treat_as_cuda()
+        print(utils.is_gpu("flagos"), utils.device_need_guard("flagos"), post_grad.get_gpu_type())
+        wrapper = {"torch": torch}
+        exec(cuda_codegen.CudaDeviceOpOverrides().import_get_raw_stream_as("get_raw_stream"), wrapper)
+        side = torch.flagos.Stream()
+        with torch.flagos.stream(side):
+            print(wrapper["get_raw_stream"](0) == side.native_handle != torch.flagos.default_stream().native_handle)
+    """, tmp_path, env={"PYTHONWARNINGS": "ignore::DeprecationWarning"})
+    assert out.split()[-4:] == ["True", "True", "flagos", "True"]
