@@ -59,7 +59,8 @@ def main() -> int:
               f" {torch.__version__}): run this with the torch_fl built against the CUDA torch", file=sys.stderr)
         return 2
     cores = share_cores()
-    caches = None if args.warm else tempfile.TemporaryDirectory(prefix="flagos-compile-bench-", ignore_cleanup_errors=True)
+    caches = None if args.warm else tempfile.TemporaryDirectory(prefix="flagos-compile-bench-",
+                                                                ignore_cleanup_errors=True)
     if caches is not None:  # before inductor or Triton read them, and inherited by the native child
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches.name, "inductor")
         os.environ["TRITON_CACHE_DIR"] = os.path.join(caches.name, "triton")

@@ -27,7 +27,14 @@ sys.path.insert(0, str(COMPILE_DIR))
 
 import reference  # noqa: E402
 from compile_support import (  # noqa: E402
-    CASES, TORCH_OWN_WARNINGS, assert_same, example_inputs, from_plain, initial_state, step)
+    CASES,
+    TORCH_OWN_WARNINGS,
+    assert_same,
+    example_inputs,
+    from_plain,
+    initial_state,
+    step,
+)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.compile, TORCH_OWN_WARNINGS]
 

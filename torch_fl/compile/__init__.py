@@ -42,7 +42,7 @@ def install(device_module: ModuleType) -> None:
     if existing is not None and existing is not inductor_backend.device_module_attribute:
         raise ImportError(f"torch_fl.compile: {device_module.__name__} already defines __getattr__; "
                           "merge it with inductor_backend.device_module_attribute")
-    device_module.__getattr__ = inductor_backend.device_module_attribute  # type: ignore[attr-defined]
+    device_module.__getattr__ = inductor_backend.device_module_attribute  # type: ignore[method-assign]
     post_import.after_import("torch._dynamo.device_interface", _register_device_interface)
     post_import.after_import("torch._inductor.codegen.common", cache_identity.wrap_backend_registration)
     post_import.after_import("torch._inductor.cudagraph_utils", cuda_graphs.switch_off)

@@ -70,4 +70,4 @@ def wrap_backend_registration(common: ModuleType) -> None:
         if common.custom_backend_passes.get(_DEVICE) is None and common.get_scheduling_for_device(_DEVICE):
             common.custom_backend_passes[_DEVICE] = _pass()
 
-    common.init_backend_registration = init_backend_registration
+    common.init_backend_registration = init_backend_registration  # type: ignore[attr-defined]

@@ -84,7 +84,7 @@ def _describe_as_cuda(hints: ModuleType) -> None:
             device = torch.device("cuda", device.index)
         return original(device)
 
-    hints.DeviceProperties.create = classmethod(create)
+    hints.DeviceProperties.create = classmethod(create)  # type: ignore[arg-type]
 
 
 @functools.cache

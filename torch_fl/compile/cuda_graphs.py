@@ -44,7 +44,7 @@ def switch_off(cudagraph_utils: ModuleType) -> None:
             return REASON
         return original(device_node_mapping)
 
-    cudagraph_utils.check_lowering_disable_cudagraph = check_lowering_disable_cudagraph
+    cudagraph_utils.check_lowering_disable_cudagraph = check_lowering_disable_cudagraph  # type: ignore[attr-defined]
 
 
 def note_when_skipped(output_code: ModuleType) -> None:
