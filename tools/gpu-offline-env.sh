@@ -31,7 +31,7 @@
 #   --machine-nvidia DIR  the machine's own site-packages holding nvidia/ (or that nvidia/ folder itself)
 #   --reference-python R  with a GPU, required: the machine's own Python with a CUDA build of torch, for the native
 #                         results the GPU suite and the benchmarks compare with (ci/gpu-check.sh --reference-python)
-#   --stop-after STEP     stop after install or preflight (a quick check of the carried files)
+#   --stop-after STEP     stop after install, tools or preflight (a quick check of the carried files)
 #   --rehearsal           on a machine without a GPU: the GPU check runs with --expect-no-gpu (the demo must not
 #                         crash, the suite must skip, the benchmarks must refuse), and preflight is also run with a synthetic driver
 #                         stub (libcuda.so.1 exporting the cu* entry points the wheel references) on
@@ -57,7 +57,8 @@ while [[ $# -gt 0 ]]; do
     --rehearsal) REHEARSAL=1; shift ;;
     --reference-python) REFERENCE=${2:?}; shift 2 ;;
     --stop-after) STOP=${2:?}; shift 2
-      [[ $STOP == install || $STOP == preflight ]] || die "unknown step for --stop-after ($STOP) — give install or preflight" ;;
+      [[ $STOP == install || $STOP == tools || $STOP == preflight ]] ||
+        die "unknown step for --stop-after ($STOP) — give install, tools or preflight" ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument ($1) — see --help" ;;
   esac
@@ -154,6 +155,9 @@ if compgen -G "$PAYLOAD/records/*.dist-info.zip" >/dev/null; then
 fi
 
 MAIN="$WORK/env-main" TOOLS="$WORK/env-tools" PYTEST_SITE="$WORK/pytest-site"
+# pytest and whatever else the pack carried for the suite (payloads older than that list carry pytest only)
+SUITE_TOOLS=$("$HOSTPY" -c 'import json, shlex, sys; d = json.load(open(sys.argv[1]))
+print(" ".join(shlex.quote(t) for t in d.get("suite_tools", ["pytest"])))' "$PAYLOAD/payload.json")
 step install ok --note "wheel=$(basename "$TORCH_FL_WHEEL")" -- bash -c "
   $(declare -f new_env); PYROOT='$PYROOT' PIPWHL='$PIPWHL' WH='$WH'
   new_env '$MAIN' && '$MAIN/bin/python' -m pip install --no-index --find-links '$WH' '$TORCH_FL_WHEEL' \
@@ -162,8 +166,9 @@ step install ok --note "wheel=$(basename "$TORCH_FL_WHEEL")" -- bash -c "
 step tools ok -- bash -c "
   $(declare -f new_env); PYROOT='$PYROOT' PIPWHL='$PIPWHL' WH='$WH'
   new_env '$TOOLS' && '$TOOLS/bin/python' -m pip install --quiet --no-index --find-links '$WH' '$PREFLIGHT_WHEEL' \
-  && '$MAIN/bin/python' -m pip install --quiet --no-index --find-links '$WH' --target '$PYTEST_SITE' pytest" \
-  || abort "installing preflight and pytest from the wheelhouse failed" tools
+  && '$MAIN/bin/python' -m pip install --quiet --no-index --find-links '$WH' --target '$PYTEST_SITE' $SUITE_TOOLS" \
+  || abort "installing preflight and the suite's tools ($SUITE_TOOLS) from the wheelhouse failed" tools
+[[ $STOP == tools ]] && finish
 
 # --- preflight, before anything imports torch_fl -----------------------------------------------------
 preflight() {  # preflight NAME EXPECT ENV_PYTHON [LD_LIBRARY_PATH]

@@ -134,7 +134,7 @@ if [[ -n "$TARGET_HAS" ]]; then
   sed 's/^/   /' "$OUT/omitted.txt" >&2
 fi
 "$PY" - "$OUT/python.json" "$PAYLOAD/payload.json" "$(basename "$WHEEL")" "$(basename "$TORCH_WHEEL")" "$WH" \
-  "$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" <<'EOF'
+  "$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" "${TOOLS[@]}" <<'EOF'
 import json, sys, time
 from pathlib import Path
 py = json.loads(Path(sys.argv[1]).read_text())
@@ -147,6 +147,9 @@ doc = {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
        "preflight_wheel": "wheelhouse/" + one("torch_fl_preflight-*.whl"),
        "pip_wheel": "wheelhouse/" + one("pip-*.whl"),
        "wheels": sorted(p.name for p in wh.glob("*.whl")),
+       # What the GPU suite runs with besides the environment (pytest, and e.g. expecttest and transformers for
+       # the OpInfo and model tiers): installed on the target beside the environment, on the suite's path only.
+       "suite_tools": [t for t in sys.argv[7:] if t != "pip"],
        "rebuilt_on_target": sorted(p.name[: -len(".dist-info.zip")] for p in wh.parent.glob("records/*.dist-info.zip"))}
 Path(sys.argv[2]).write_text(json.dumps(doc, indent=2) + "\n")
 EOF

@@ -142,6 +142,7 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
                           requires=("torch==2.13.0", "nvidia-fake-cu13==1.0"))
     torch = make_wheel(tmp_path / "torch", "torch", "2.13.0+cpu", {"torch/__init__.py": "__version__ = '2.13.0+cpu'\n"})
     make_wheel(links, "nvidia_fake_cu13", "1.0", {"nvidia/fake/lib/README": "a stand-in for a CUDA runtime package\n"})
+    make_wheel(links, "suite_tool", "1.0", {"suite_tool/__init__.py": "NAME = 'a tool only the GPU suite imports'\n"})
     preflight = make_wheel(tmp_path / "preflight", "torch_fl_preflight", "0.1.0", {"torch_fl_preflight/__init__.py": ""})
     for bundled in (Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"):
         shutil.copy(bundled, links)
@@ -156,13 +157,14 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     pack = subprocess.run(
         [str(REPO / "tools" / "gpu-offline-pack.sh"), "--wheel", str(torch_fl), "--out", str(out), "--python", sys.executable,
          "--torch-wheel", str(torch), "--preflight-wheel", str(preflight), "--find-links", str(links), "--no-index",
-         "--tool", "pip", "--xz-preset", "0", "--piece-mib", "4", "--target-has", str(freeze)],
+         "--tool", "pip", "--tool", "suite-tool==1.0", "--xz-preset", "0", "--piece-mib", "4", "--target-has", str(freeze)],
         capture_output=True, text=True, timeout=600, check=False, env=env)
     assert pack.returncode == 0, pack.stderr
     meta = json.loads((out / "payload" / "payload.json").read_text())
     assert meta["python"]["version"].startswith("3.11.") and meta["torch_wheel"].endswith(torch.name)
     assert {torch_fl.name, torch.name, preflight.name} <= set(meta["wheels"])
     assert meta["rebuilt_on_target"] == ["nvidia_fake_cu13-1.0-py3-none-any.whl"]
+    assert meta["suite_tools"] == ["suite-tool==1.0"]
     assert not (out / "payload" / "wheelhouse" / "nvidia_fake_cu13-1.0-py3-none-any.whl").exists()
     manifest = json.loads((out / "pieces" / "manifest.json").read_text())
     assert len(manifest["pieces"]) > 1 and all(p["size"] <= 4 << 20 for p in manifest["pieces"])
@@ -199,6 +201,14 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     installed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
                                check=True, env={**env, "PATH": "/usr/bin:/bin"}).stdout.split()
     assert sorted(i.split("==")[0].lower().replace("_", "-") for i in installed) == ["nvidia-fake-cu13", "pip", "torch", "torch-fl"]
+
+    # The suite's tools go beside the environment, on the suite's path only.
+    tools = subprocess.run([*cmd[:-1], "tools", "--payload", str(work / "payload"), "--out", str(tmp_path / "out-tools"),
+                            "--work", str(work), "--machine-nvidia", str(site / "nvidia")],
+                           capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert tools.returncode == 0, tools.stderr
+    assert (work / "pytest-site" / "suite_tool" / "__init__.py").is_file()
+    assert not (work / "env-main" / "lib" / "python3.11" / "site-packages" / "suite_tool").exists()
 
     # A left-out wheel is rebuilt only from files identical to the wheel's: a changed one is named.
     (site / "nvidia" / "fake" / "lib" / "README").write_text("changed\n")
