@@ -1,23 +1,18 @@
 #include "aten/KernelView.h"
 
+#include <array>
+#include <cstdint>
+#include <cstring>
+
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <c10/core/InferenceMode.h>
 
 #include "aten/NativeOps.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
 
 namespace torch_fl::aten {
-
-namespace {
-
-// Wraps the storage of a kernel result into a flagos storage sharing its memory.
-c10::Storage adopt_storage(const c10::Storage& kernel_storage, c10::Device device) {
-  return c10::Storage(c10::Storage::use_byte_size_t(), kernel_storage.nbytes(),
-                      adopt_kernel_allocation(kernel_storage, device.index()), &device_allocator(), /*resizable=*/true);
-}
-
-}  // namespace
 
 c10::DispatchKeySet kernel_dispatch_keys() {
   static const c10::DispatchKeySet keys(
@@ -55,6 +50,61 @@ at::Tensor kernel_view(const at::Tensor& flagos_tensor) {
   return view;
 }
 
+namespace {
+
+// The thread's cached kernel views: a direct-mapped table keyed by the address
+// of the flagos TensorImpl.  A slot's key is only ever compared, never
+// dereferenced, so a key whose tensor is gone is harmless: a new tensor at the
+// same address gets the old view only if that view matches it in every field
+// it carries, and then it is exactly the view kernel_view() would make.  The
+// version counter plays no part: a view aliases the flagos memory, so writes
+// are seen through it; only what the view holds by value can go stale.
+struct CachedView {
+  const c10::TensorImpl* owner = nullptr;
+  at::Tensor view;
+};
+constexpr int kSlotBits = 9;  // 512 slots: a step's parameters and optimizer state rarely collide
+thread_local std::array<CachedView, size_t{1} << kSlotBits> cached_views;
+
+CachedView& slot_of(const c10::TensorImpl* impl) {
+  // Fibonacci hashing of the address (TensorImpls are 16-byte aligned).
+  const auto h = (reinterpret_cast<uintptr_t>(impl) >> 4) * uint64_t{0x9E3779B97F4A7C15};
+  return cached_views[h >> (64 - kSlotBits)];
+}
+
+bool still_matches(const at::Tensor& view, const at::Tensor& flagos_tensor) {
+  const c10::TensorImpl& v = *view.unsafeGetTensorImpl();
+  const c10::TensorImpl& t = *flagos_tensor.unsafeGetTensorImpl();
+  const c10::StorageImpl& vs = *v.unsafe_storage().unsafeGetStorageImpl();
+  const c10::StorageImpl& ts = *t.unsafe_storage().unsafeGetStorageImpl();
+  return vs.data_ptr().get() == ts.data_ptr().get() && vs.nbytes() == ts.nbytes() && v.dtype() == t.dtype() &&
+         v.storage_offset() == t.storage_offset() && v.sizes() == t.sizes() && v.strides() == t.strides() &&
+         v.is_conj() == t.is_conj() && v.is_neg() == t.is_neg();
+}
+
+}  // namespace
+
+at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
+  const c10::TensorImpl* impl = flagos_tensor.unsafeGetTensorImpl();
+  // Zero tensors get a fresh expanded zero each time; tensors with symbolic
+  // sizes or without storage are not the plain tensors this serves.
+  if (flagos_tensor._is_zerotensor() || impl->has_symbolic_sizes_strides() || !flagos_tensor.has_storage()) {
+    return kernel_view(flagos_tensor);
+  }
+  CachedView& slot = slot_of(impl);
+  if (slot.owner == impl && still_matches(slot.view, flagos_tensor)) return slot.view;
+  slot.view = kernel_view(flagos_tensor);
+  slot.owner = impl;
+  return slot.view;
+}
+
+void forget_kernel_view(const at::Tensor& flagos_tensor) {
+  CachedView& slot = slot_of(flagos_tensor.unsafeGetTensorImpl());
+  if (slot.owner != flagos_tensor.unsafeGetTensorImpl()) return;
+  slot.owner = nullptr;
+  slot.view = at::Tensor();
+}
+
 void sync_from_kernel_view(const at::Tensor& flagos_tensor, const at::Tensor& view) {
   const auto& storage = flagos_tensor.storage();
   if (view.storage().data() != storage.data()) {
@@ -82,23 +132,167 @@ void sync_from_kernel_view(const at::Tensor& flagos_tensor, const at::Tensor& vi
   if (view.is_neg() != flagos_tensor.is_neg()) flagos_tensor._set_neg(view.is_neg());
 }
 
-at::Tensor from_kernel_result(const at::Tensor& result, c10::Device device) {
+namespace {
+
+// Kernel results become flagos tensors in place where PyTorch allows it: a
+// result that nothing but the call holds keeps its TensorImpl, which is given
+// its flagos storage and device, instead of a second TensorImpl being built
+// and the first one freed.
+
+at::Tensor storageless_probe(c10::DispatchKeySet backend, c10::Device device) {
+  return at::detail::make_tensor<c10::TensorImpl>(backend, caffe2::TypeMeta::Make<float>(), device);
+}
+
+c10::DispatchKeySet fresh_key_set(c10::DispatchKeySet backend, c10::Device device, bool inference) {
+  c10::InferenceMode mode(inference);
+  return storageless_probe(backend, device).key_set();
+}
+
+// The key sets of a fresh dense kernel device tensor, in normal and in
+// inference mode (where tensors get no autograd keys).
+struct ResultKeys {
+  std::array<c10::DispatchKeySet, 2> kernel;  // [inference]
+  bool relabels = true;  // TensorImpl::_change_backend_component_keys turns each into flagos's
+};
+
+const ResultKeys& result_keys() {
+  static const ResultKeys keys = [] {
+    ResultKeys k;
+    const c10::DispatchKeySet flagos(c10::DispatchKey::PrivateUse1);
+    const c10::Device flagos_device(c10::DeviceType::PrivateUse1, 0);
+    const c10::Device kernel_device = kernel_device_of(flagos_device);
+    for (const bool inference : {false, true}) {
+      k.kernel[inference] = fresh_key_set(kernel_dispatch_keys(), kernel_device, inference);
+      // The relabelling is checked once here rather than trusted: should it
+      // not give a fresh flagos tensor's keys, no result is relabelled.
+      c10::InferenceMode mode(inference);
+      auto probe = storageless_probe(kernel_dispatch_keys(), kernel_device);
+      probe.unsafeGetTensorImpl()->_change_backend_component_keys(flagos_device);
+      k.relabels = k.relabels && probe.key_set() == fresh_key_set(flagos, flagos_device, inference);
+    }
+    return k;
+  }();
+  return keys;
+}
+
+// Nothing but the caller's one reference holds `ptr`'s target: no other tensor
+// or storage, no weak reference, and no Python object (which would hold one more).
+template <class T, class NullType>
+bool held_only_here(const c10::intrusive_ptr<T, NullType>& ptr) {
+  return ptr.use_count() == 1 && ptr.weak_use_count() == 1;
+}
+
+bool held_only_here(const c10::Storage& storage) {
+  // c10::Storage does not show its intrusive_ptr; this one shares the
+  // storage's reference (reclaim takes it over, release hands it back), so
+  // the counts read are the storage's own.
+  auto ptr = c10::intrusive_ptr<c10::StorageImpl>::reclaim(storage.unsafeGetStorageImpl());
+  const bool only = held_only_here(ptr);
+  ptr.release();
+  return only;
+}
+
+// `result` is a plain dense kernel device tensor that may change device in place.
+bool relabelable(const at::Tensor& result) {
+  const c10::TensorImpl& impl = *result.unsafeGetTensorImpl();
+  const ResultKeys& keys = result_keys();
+  return keys.relabels && held_only_here(result.getIntrusivePtr()) && impl.autograd_meta() == nullptr &&
+         !impl.is_wrapped_number() && (impl.key_set() == keys.kernel[false] || impl.key_set() == keys.kernel[true]);
+}
+
+// Makes relabelable `result` a flagos tensor over `storage` (whose device is the flagos device).
+at::Tensor relabel(at::Tensor result, c10::Storage storage, std::optional<int64_t> storage_offset) {
+  c10::TensorImpl* impl = result.unsafeGetTensorImpl();
+  const c10::Device device = storage.device();
+  impl->set_storage_keep_dtype(std::move(storage));
+  if (storage_offset.has_value()) impl->set_storage_offset(*storage_offset);
+  impl->_change_backend_component_keys(device);
+  return result;
+}
+
+// A flagos tensor with `result`'s sizes, strides, dtype and lazy bits over `storage`.
+at::Tensor flagos_tensor_like(const at::Tensor& result, c10::Storage storage, int64_t storage_offset) {
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), storage_offset);
+  copy_lazy_bits(result, out);
+  return out;
+}
+
+// Dense CPU tensor `cpu` copied to flagos device `device` with its sizes and
+// strides: one allocation and one block copy, made here rather than through
+// the dispatcher's empty_strided and copy_, which cost more than the copy of a
+// small result (benchmarks/dispatch_overhead.py).
+at::Tensor dense_to_device(at::Tensor cpu, c10::Device device) {
+  const size_t nbytes = static_cast<size_t>(cpu.numel()) * cpu.itemsize();
+  const auto index = device.has_index() ? device.index() : runtime::current_device();
+  auto memory = device_allocator().allocate_on(index, nbytes);
+  if (nbytes > 0) {
+    if (runtime::kernel_device_type() == c10::kCPU) {
+      // Device memory that CPU kernels address in place (they have just
+      // written other results through kernel views the same way).
+      std::memcpy(memory.get(), cpu.const_data_ptr(), nbytes);
+    } else {
+      runtime::copy(memory.get(), cpu.const_data_ptr(), nbytes, runtime::CopyKind::HostToDevice, nullptr);
+    }
+  }
+  if (!relabelable(cpu)) {
+    c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(memory), &device_allocator(),
+                         /*resizable=*/true);
+    return flagos_tensor_like(cpu, std::move(storage), 0);
+  }
+  c10::StorageImpl* own = cpu.storage().unsafeGetStorageImpl();
+  c10::Storage storage;
+  if (held_only_here(cpu.storage())) {
+    // The result's storage is its own: it takes the device memory (the CPU
+    // memory goes back to the CPU allocator here).
+    own->set_data_ptr_noswap(std::move(memory));
+    own->set_nbytes(nbytes);
+    own->set_allocator(&device_allocator());
+    storage = cpu.storage();
+  } else {
+    storage = c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(memory), &device_allocator(),
+                           /*resizable=*/true);
+  }
+  return relabel(std::move(cpu), std::move(storage), 0);
+}
+
+// Device kernel result `result` as a flagos tensor sharing its memory.  The
+// storage is always a new flagos storage: it holds the kernel's storage through
+// adopt_kernel_allocation(), which is how the device allocator recognises
+// adopted memory (recordStream must reach the kernel allocator's block).
+at::Tensor adopt_device_result(at::Tensor result, c10::Device device) {
+  c10::Storage adopted(c10::Storage::use_byte_size_t(), result.storage().nbytes(),
+                       adopt_kernel_allocation(result.storage(), device.index()), &device_allocator(),
+                       /*resizable=*/true);
+  if (relabelable(result)) return relabel(std::move(result), std::move(adopted), std::nullopt);
+  const int64_t offset = result.storage_offset();
+  return flagos_tensor_like(result, std::move(adopted), offset);
+}
+
+}  // namespace
+
+at::Tensor from_kernel_result(at::Tensor result, c10::Device device) {
   TORCH_CHECK_NOT_IMPLEMENTED(result.layout() == c10::kStrided, sparse_layout_advice(result.layout()));
   if (result._is_zerotensor()) {
     return efficient_zero_tensor(result.sym_sizes(), result.scalar_type(), std::nullopt, device, std::nullopt);
   }
   if (!runtime::kernel_outputs_are_device_memory()) {
+    if (result.device().type() == c10::kCPU && result.is_non_overlapping_and_dense()) {
+      return dense_to_device(std::move(result), device);
+    }
     return to_device(result.device().type() == c10::kCPU ? result : result.cpu(), device);
   }
   // A device kernel's CPU result is a CPU tensor natively too -- the RNG seed and
   // offset of the attention kernels, which their backward reads on the host -- so
   // it stays one; moved to device memory, the backward would read a device pointer.
   if (result.device().type() == c10::kCPU) return result;
-  auto adopted = at::detail::make_tensor<c10::TensorImpl>(
-      adopt_storage(result.storage(), device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype());
-  adopted.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());
-  copy_lazy_bits(result, adopted);
-  return adopted;
+  return adopt_device_result(std::move(result), device);
+}
+
+at::Tensor alias_of_kernel_result(at::Tensor result, const c10::Storage& flagos_storage) {
+  if (relabelable(result)) return relabel(std::move(result), flagos_storage, std::nullopt);
+  return flagos_tensor_like(result, flagos_storage, result.storage_offset());
 }
 
 at::Tensor to_device(const at::Tensor& cpu, c10::Device device) {

@@ -25,6 +25,18 @@ c10::Device kernel_device_of(c10::Device flagos_device);
 // sync_from_kernel_view() then carries the change back.
 at::Tensor kernel_view(const at::Tensor& flagos_tensor);
 
+// kernel_view(flagos_tensor) for an operator call, handed out again to later
+// calls on the same thread while it still is what kernel_view() would build:
+// parameters, gradients and optimizer state get one view, not one per call.
+// The view is checked against everything it carries by value (storage
+// identity, data pointer, byte size, sizes, strides, offset, dtype, conjugate
+// and negative bits) on every use, so set_, resize_, as_strided_, `.data =`,
+// torch.utils.swap_tensors or a storage resize can never leave a stale one in use.
+at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor);
+
+// Drops the calling thread's cached view of `flagos_tensor`, if it has one.
+void forget_kernel_view(const at::Tensor& flagos_tensor);
+
 // A flagos tensor as `t` is, or `t` when it is not a flagos tensor.
 inline at::Tensor kernel_view_if_flagos(const at::Tensor& t) {
   return is_flagos(t) ? kernel_view(t) : t;
@@ -39,8 +51,15 @@ void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to);
 
 // A flagos tensor on `device` for a kernel's result: the result's own memory
 // where the kernel allocator hands out device memory (adopted, no copy),
-// otherwise a copy into device memory.
-at::Tensor from_kernel_result(const at::Tensor& result, c10::Device device);
+// otherwise a copy into device memory.  A result passed as an rvalue that
+// nothing else holds becomes that flagos tensor in place (no second
+// TensorImpl); one still held elsewhere is left as it is.
+at::Tensor from_kernel_result(at::Tensor result, c10::Device device);
+
+// A kernel's result that aliases a kernel view, as a flagos tensor over the
+// viewed flagos tensor's storage `flagos_storage` (same sizes, strides, offset);
+// in place, as from_kernel_result(), where nothing else holds it.
+at::Tensor alias_of_kernel_result(at::Tensor result, const c10::Storage& flagos_storage);
 
 // A flagos tensor on `device` holding the values of CPU tensor `cpu` (a copy).
 at::Tensor to_device(const at::Tensor& cpu, c10::Device device);

@@ -7,35 +7,44 @@
 namespace torch_fl::aten {
 
 at::Tensor KernelViews::add(const at::Tensor& t, bool written) {
+  return add_entry(c10::MaybeOwned<at::Tensor>::borrowed(t), written);
+}
+
+at::Tensor KernelViews::add_owned(at::Tensor t, bool written) {
+  return add_entry(c10::MaybeOwned<at::Tensor>::owned(std::move(t)), written);
+}
+
+at::Tensor KernelViews::add_entry(c10::MaybeOwned<at::Tensor> t, bool written) {
   // PyTorch's kernels would reject operands on two CUDA devices; the host
   // views all look like CPU tensors, so the check is made here.
-  TORCH_CHECK(entries_.empty() || entries_.front().flagos.device() == t.device(),
+  TORCH_CHECK(entries_.empty() || entries_.front().flagos->device() == t->device(),
               "Expected all tensors to be on the same device, but found at least two devices, ",
-              entries_.front().flagos.device(), " and ", t.device(), "!");
-  entries_.push_back(Entry{t, kernel_view(t), written});
-  return entries_.back().view;
+              entries_.front().flagos->device(), " and ", t->device(), "!");
+  auto view = cached_kernel_view(*t);
+  entries_.push_back(Entry{std::move(t), view, written});
+  return view;
 }
 
 void KernelViews::sync_written() {
   for (const Entry& e : entries_) {
-    if (e.written) sync_from_kernel_view(e.flagos, e.view);
+    if (!e.written) continue;
+    // A view the kernel gave memory of its own (an out= argument it resized)
+    // would keep that memory alive in the cache: it is dropped instead.
+    const bool reallocated = e.view.storage().data() != e.flagos->storage().data();
+    sync_from_kernel_view(*e.flagos, e.view);
+    if (reallocated) forget_kernel_view(*e.flagos);
   }
 }
 
-at::Tensor KernelViews::to_flagos(const at::Tensor& result, c10::Device device) {
+at::Tensor KernelViews::to_flagos(at::Tensor result, c10::Device device) {
   if (!result.defined() || is_flagos(result)) return result;
   // Not strided: no storage to match; from_kernel_result says so in one line.
-  if (result.layout() != c10::kStrided) return from_kernel_result(result, device);
+  if (result.layout() != c10::kStrided) return from_kernel_result(std::move(result), device);
   const auto k = find(result);
-  if (!k.has_value()) return from_kernel_result(result, device);
+  if (!k.has_value()) return from_kernel_result(std::move(result), device);
   const Entry& e = entries_[*k];
-  if (result.unsafeGetTensorImpl() == e.view.unsafeGetTensorImpl()) return e.flagos;
-  auto alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(e.flagos.storage()),
-                                                        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                        result.dtype());
-  alias.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());
-  copy_lazy_bits(result, alias);
-  return alias;
+  if (result.unsafeGetTensorImpl() == e.view.unsafeGetTensorImpl()) return *e.flagos;
+  return alias_of_kernel_result(std::move(result), e.flagos->storage());
 }
 
 std::optional<size_t> KernelViews::find(const at::Tensor& result) {

@@ -170,19 +170,20 @@ void run_on_kernel_device(const c10::OperatorHandle& op, torch::jit::Stack* stac
     auto& v = (*stack)[first + i];
     const bool written = plan.written[i];
     if (v.isTensor()) {
-      if (is_flagos(v.toTensor())) v = views.add(v.toTensor(), written);
+      if (is_flagos(v.toTensor())) v = views.add_owned(std::move(v).toTensor(), written);
     } else if (v.isTensorList()) {
       auto list = v.toTensorList();
       c10::List<at::Tensor> converted;
       converted.reserve(list.size());
-      for (const at::Tensor& t : list) converted.push_back(is_flagos(t) ? views.add(t, written) : t);
+      for (const at::Tensor& t : list) converted.push_back(is_flagos(t) ? views.add_owned(t, written) : t);
       v = converted;
     } else if (v.isOptionalTensorList()) {
       auto list = v.toOptionalTensorList();
       c10::List<std::optional<at::Tensor>> converted;
       converted.reserve(list.size());
       for (const std::optional<at::Tensor>& t : list) {
-        converted.push_back(t.has_value() && is_flagos(*t) ? std::optional<at::Tensor>(views.add(*t, written)) : t);
+        converted.push_back(t.has_value() && is_flagos(*t) ? std::optional<at::Tensor>(views.add_owned(*t, written))
+                                                           : t);
       }
       v = converted;
     } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
@@ -199,7 +200,7 @@ void run_on_kernel_device(const c10::OperatorHandle& op, torch::jit::Stack* stac
   for (size_t j = returns_first; j < stack->size(); ++j) {
     auto& r = (*stack)[j];
     if (r.isTensor()) {
-      r = views.to_flagos(r.toTensor(), device);
+      r = views.to_flagos(std::move(r).toTensor(), device);
     } else if (r.isTensorList()) {
       auto list = r.toTensorList();
       c10::List<at::Tensor> converted;

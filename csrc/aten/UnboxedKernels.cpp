@@ -159,29 +159,27 @@ struct KernelArgument<const at::ITensorListRef&> {
 template <class R>
 struct KernelResult;
 
+// Results are consumed: one that nothing else holds becomes the flagos tensor in place.
 template <>
 struct KernelResult<at::Tensor> {
-  static at::Tensor back(KernelViews& views, const at::Tensor& result, c10::Device device) {
-    return views.to_flagos(result, device);
+  static at::Tensor back(KernelViews& views, at::Tensor&& result, c10::Device device) {
+    return views.to_flagos(std::move(result), device);
   }
 };
 
 template <>
 struct KernelResult<std::vector<at::Tensor>> {
-  static std::vector<at::Tensor> back(KernelViews& views, const std::vector<at::Tensor>& results,
-                                      c10::Device device) {
-    std::vector<at::Tensor> out;
-    out.reserve(results.size());
-    for (const at::Tensor& r : results) out.push_back(views.to_flagos(r, device));
-    return out;
+  static std::vector<at::Tensor> back(KernelViews& views, std::vector<at::Tensor>&& results, c10::Device device) {
+    for (at::Tensor& r : results) r = views.to_flagos(std::move(r), device);
+    return std::move(results);
   }
 };
 
 template <class... T>
 struct KernelResult<std::tuple<T...>> {
-  static std::tuple<T...> back(KernelViews& views, const std::tuple<T...>& results, c10::Device device) {
-    return std::apply([&](const auto&... r) { return std::tuple<T...>(KernelResult<T>::back(views, r, device)...); },
-                      results);
+  static std::tuple<T...> back(KernelViews& views, std::tuple<T...>&& results, c10::Device device) {
+    return std::apply(
+        [&](auto&... r) { return std::tuple<T...>(KernelResult<T>::back(views, std::move(r), device)...); }, results);
   }
 };
 
@@ -223,9 +221,10 @@ struct Unboxed<Op, R(A...)> {
     } else {
       R result = std::apply(run, kernel_args);
       views.sync_written();
+      const auto first = views.device();
       const c10::Device device =
-          views.device().value_or(c10::Device(c10::DeviceType::PrivateUse1, runtime::current_device()));
-      return KernelResult<R>::back(views, result, device);
+          first.has_value() ? *first : c10::Device(c10::DeviceType::PrivateUse1, runtime::current_device());
+      return KernelResult<R>::back(views, std::move(result), device);
     }
   }
 };
