@@ -17,7 +17,7 @@ side warms what every later process finds warm and is not counted.  Reported per
 each side's times and median, the ratio of the medians, and the median per-round ratio for
 each order.  Goal: flagos <= 1.1x native for both workloads.
 
-    python benchmarks/gpu_first_use.py [--out gpu_first_use.json] [--rounds 6] [--reference-python PY]
+    python benchmarks/gpu_first_use.py [--out gpu_first_use.json] [--rounds 4] [--reference-python PY]
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=6, help="counted rounds (each side once per workload)")
+    p.add_argument("--rounds", type=int, default=4, help="counted rounds (each side once per workload)")
     p.add_argument("--measure", nargs=2, metavar=("SIDE", "WORKLOAD"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.measure:
