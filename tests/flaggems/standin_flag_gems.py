@@ -100,6 +100,10 @@ def rand_like(*args: Any, **kwargs: Any) -> torch.Tensor:
     raise AssertionError("a random op must not be routed to the stand-in")
 
 
+def to_copy(*args: Any, **kwargs: Any) -> torch.Tensor:
+    raise AssertionError("an op that chooses its result's device must not be routed to the stand-in")
+
+
 def true_divide(a: torch.Tensor, b: Any) -> torch.Tensor:
     raise AssertionError("a decomposing op must not be routed to the stand-in")
 
@@ -118,6 +122,7 @@ _FULL_CONFIG: tuple[tuple[Any, ...], ...] = (
     ("alias_copy", alias_copy),
     ("zeros", zeros),
     ("rand_like", rand_like),
+    ("_to_copy", to_copy),
     ("divide.Tensor", true_divide),
     ("abs", None),
     ("exp", torch.exp, lambda: False),  # a version condition that does not hold: never registered
