@@ -75,22 +75,14 @@ def kernel_count(folder: Path) -> int:
 
 
 def timed_case(case_id: str, device: str, samples: list[Any]) -> dict[str, Any]:
-    """One case run on `device` on exported `samples`, as opinfo_runner.run_case runs it, with only the
-    samples' runs timed (not the CPU-side sample generation run_case also does): seconds, which samples
-    raised, and whether a kernel was compiled meanwhile."""
+    """One case run on `device` on exported `samples`, with only the samples' runs timed (not the CPU-side
+    sample generation): seconds, which samples raised, and whether a kernel was compiled meanwhile."""
     r = runner()
-    from torch.testing._internal.opinfo.core import SampleInput
-
-    op, dtype = r.parse_case(case_id)
-    backward = r.supports_backward(op, dtype)
-    own = r._samples(op, dtype)  # noqa: SLF001 - for each sample's output_process_fn_grad, as run_case does
-    prepared = [SampleInput(inp, args=tuple(args), kwargs=dict(kwargs),
-                            output_process_fn_grad=own[k].output_process_fn_grad if k < len(own) else (lambda x: x))
-                for k, (inp, args, kwargs) in enumerate(samples)]
+    prepared = r.prepare_case(case_id, samples)
     cache = os.environ.get("PYTORCH_KERNEL_CACHE_PATH")
     before = kernel_count(Path(cache)) if cache else 0
     start = time.perf_counter()
-    results = [r._run_quietly(op, s, device, backward, False) for s in prepared]  # noqa: SLF001
+    results = r.run_prepared(prepared, device).samples
     seconds = time.perf_counter() - start
     compiled = bool(cache) and kernel_count(Path(cache)) > before
     return {"s": seconds, "raised": [res.error is not None for res in results], "compiled": compiled}

@@ -235,12 +235,19 @@ def travels(samples: Any) -> bool:
     return True
 
 
-def run_case(case_id: str, device: str, samples: list[tuple[Any, Any, Any]] | None = None, *,
-             inplace: bool = False) -> CaseResult:
-    """Runs one case on ``device`` ("cpu", "flagos", "cuda"), on its own samples or on ``samples``
-    (export_samples); results on the CPU.  ``inplace``: the op's in-place variant instead, forward only."""
+@dataclass(frozen=True)
+class PreparedCase:
+    """A case's op, dtype and samples, made on the CPU once; run_prepared() runs them on a device."""
+
+    case_id: str
+    op: Any
+    backward: bool
+    samples: list[Any]
+
+
+def prepare_case(case_id: str, samples: list[tuple[Any, Any, Any]] | None = None) -> PreparedCase:
+    """The case's own samples, or ``samples`` (export_samples) in their place."""
     op, dtype = parse_case(case_id)
-    backward = supports_backward(op, dtype)
     own = _samples(op, dtype)
     if samples is not None:
         from torch.testing._internal.opinfo.core import SampleInput
@@ -252,10 +259,22 @@ def run_case(case_id: str, device: str, samples: list[tuple[Any, Any, Any]] | No
                         output_process_fn_grad=own[k].output_process_fn_grad if k < len(own) else (lambda x: x))
             for k, (inp, args, kwargs) in enumerate(samples)
         ]
-    result = CaseResult(case_id)
-    for sample in own:
-        result.samples.append(_run_quietly(op, sample, device, backward and not inplace, inplace))
+    return PreparedCase(case_id, op, supports_backward(op, dtype), own)
+
+
+def run_prepared(case: PreparedCase, device: str, *, inplace: bool = False) -> CaseResult:
+    """Runs a prepared case on ``device`` ("cpu", "flagos", "cuda"); results on the CPU.  ``inplace``: the op's
+    in-place variant instead, forward only."""
+    result = CaseResult(case.case_id)
+    for sample in case.samples:
+        result.samples.append(_run_quietly(case.op, sample, device, case.backward and not inplace, inplace))
     return result
+
+
+def run_case(case_id: str, device: str, samples: list[tuple[Any, Any, Any]] | None = None, *,
+             inplace: bool = False) -> CaseResult:
+    """Runs one case on ``device``, on its own samples or on ``samples`` (export_samples); results on the CPU."""
+    return run_prepared(prepare_case(case_id, samples), device, inplace=inplace)
 
 
 def run_exported(payload: dict[str, list[Any]], devices: list[str]) -> dict[str, dict[str, Any]]:
