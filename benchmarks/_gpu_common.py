@@ -126,6 +126,14 @@ def share_cores(count: int = 2) -> list[int]:
     return cores
 
 
+def device_api(device: str):  # noqa: ANN201 - a device module
+    """synchronize / empty_cache / peak statistics of `device`: torch.flagos for flagos; for native cuda
+    torch.cuda, or torch.accelerator on stock torch+cpu (no torch.cuda API there)."""
+    if device == "flagos":
+        return torch.flagos
+    return torch.cuda if torch.version.cuda else torch.accelerator
+
+
 def environment(native: dict[str, Any] | None = None) -> dict[str, Any]:
     import torch_fl
 

@@ -17,7 +17,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from _gpu_common import NativeChild, emit, parser, reference_python, require_flagos, serve, share_cores
+from _gpu_common import NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -31,7 +31,7 @@ class DDPTrainer:
         for _ in range(depth - 1):
             layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
         model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 16)).to(device)
-        self.device, self.api = device, torch.flagos if device == "flagos" else torch.cuda
+        self.device, self.api = device, device_api(device)
         self.ddp = DDP(model, device_ids=[0])
         self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=1e-3)
         self.x = torch.randn(batch, width, device=device)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from _gpu_common import CHILD_ENV, emit, parser, reference_python, require_flagos, share_cores
+from _gpu_common import CHILD_ENV, device_api, emit, parser, reference_python, require_flagos, share_cores
 
 WORKLOADS = ("step", "generate")
 SIDES = ("flagos", "native")
@@ -51,9 +51,7 @@ def order_of(round_index: int) -> tuple[str, str]:
 
 
 def synchronizer(device: str) -> Callable[[], None]:
-    from gpu_transformer import memory_api
-
-    return memory_api(device).synchronize
+    return device_api(device).synchronize
 
 
 def initialise(device: str) -> None:

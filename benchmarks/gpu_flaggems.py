@@ -23,7 +23,6 @@ same two cores.  Workloads:
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -31,8 +30,8 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _gpu_common import (NativeChild, emit, event_timer, median_ms, parser, reference_python, require_flagos, serve,
-                         share_cores)
+from _gpu_common import (NativeChild, device_api, emit, event_timer, median_ms, parser, reference_python,
+                         require_flagos, serve, share_cores)
 
 SMALL = ("add", "mul", "relu", "sum")
 KERNELS = ("matmul_bf16", "softmax_bf16", "layer_norm_bf16", "attention_bf16")
@@ -62,17 +61,11 @@ def workloads(device: str) -> dict[str, Callable[[], object]]:
     }
 
 
-def sync_api(device: str):  # noqa: ANN201 - a device module
-    if device == "flagos":
-        return torch.flagos
-    return torch.cuda if torch.version.cuda else torch.accelerator
-
-
 class Bench:
     """The workloads and a training model on `device`; first calls, warm timers and steps on request."""
 
     def __init__(self, device: str) -> None:
-        self.device, self.api = device, sync_api(device)
+        self.device, self.api = device, device_api(device)
         self.calls = workloads(device)
         self.warm: dict[str, Callable[[], float]] = {}
         torch.manual_seed(0)

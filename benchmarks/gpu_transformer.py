@@ -24,24 +24,16 @@ import time
 from collections.abc import Callable
 
 import torch
-from _gpu_common import NativeChild, emit, parser, reference_python, require_flagos, serve, share_cores
+from _gpu_common import NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores
 
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
-
-
-def memory_api(device: str):  # noqa: ANN201 - a device module
-    """synchronize / empty_cache / peak statistics of `device`: torch.flagos for flagos; for
-    native cuda torch.cuda, or torch.accelerator on stock torch+cpu (no torch.cuda API there)."""
-    if device == "flagos":
-        return torch.flagos
-    return torch.cuda if torch.version.cuda else torch.accelerator
 
 
 class Trainer:
     """The model, its AdamW and a fixed batch on `device`; step() trains once and returns its time."""
 
     def __init__(self, device: str) -> None:
-        self.device, self.api = device, memory_api(device)
+        self.device, self.api = device, device_api(device)
         torch.manual_seed(0)
         layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, FF, dropout=0.1, batch_first=True, norm_first=True)
         self.model = torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False).to(device)
