@@ -27,6 +27,20 @@ from torch import nn
 
 SEED = 20261201
 
+# A graph whose C++ kernel inductor compiles in its worker pool (with a cold cache and
+# TORCHINDUCTOR_WORKER_START=subprocess), checked against eager on the CPU; `out` is the flagos result.
+COMPILE_IN_THE_POOL = """
+import torch
+from torch._inductor.async_compile import AsyncCompile
+AsyncCompile.warm_pool()
+AsyncCompile.wait_pool_ready()
+assert AsyncCompile.use_process_pool()
+f = torch.compile(lambda x, w: torch.nn.functional.gelu(x @ w).sum(dim=1))
+x, w = torch.randn(8, 16), torch.randn(16, 4)
+out = f(x.to("flagos"), w.to("flagos"))
+torch.testing.assert_close(out.cpu(), torch.nn.functional.gelu(x @ w).sum(dim=1), atol=2e-5, rtol=1e-4)
+"""
+
 # Inductor imports torch.utils.mkldnn, whose TorchScript classes warn that TorchScript is deprecated: torch's
 # own warning about torch's own code, not about anything these tests do.
 TORCH_OWN_WARNINGS = pytest.mark.filterwarnings(

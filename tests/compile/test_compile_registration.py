@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch_fl
-from compile_support import TORCH_OWN_WARNINGS
+from compile_support import COMPILE_IN_THE_POOL, TORCH_OWN_WARNINGS
 from torch_fl.compile import post_import
 
 pytestmark = TORCH_OWN_WARNINGS
@@ -87,19 +87,7 @@ def test_after_import_runs_once_the_module_has_executed(tmp_path: Path, monkeypa
 def test_compile_workers_compile_flagos_kernels(tmp_path: Path) -> None:
     # A fresh cache makes inductor compile the C++ kernels, and two threads with the subprocess start method
     # send them to its worker pool: interpreters that start from `import torch` like any other.
-    out = _run("""
-        import torch
-        from torch._inductor.async_compile import AsyncCompile
-        AsyncCompile.warm_pool()
-        AsyncCompile.wait_pool_ready()
-        assert AsyncCompile.use_process_pool()
-        f = torch.compile(lambda x, w: torch.nn.functional.gelu(x @ w).sum(dim=1))
-        x, w = torch.randn(8, 16), torch.randn(16, 4)
-        out = f(x.to("flagos"), w.to("flagos"))
-        assert out.device.type == "flagos"
-        torch.testing.assert_close(out.cpu(), torch.nn.functional.gelu(x @ w).sum(dim=1), atol=2e-5, rtol=1e-4)
-        print("ok")
-    """, tmp_path, env={"TORCHINDUCTOR_COMPILE_THREADS": "2", "TORCHINDUCTOR_WORKER_START": "subprocess",
+    out = _run(COMPILE_IN_THE_POOL + 'assert out.device.type == "flagos"\nprint("ok")\n', tmp_path, env={"TORCHINDUCTOR_COMPILE_THREADS": "2", "TORCHINDUCTOR_WORKER_START": "subprocess",
               "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "PYTHONWARNINGS": "ignore::DeprecationWarning"})
     assert out.split()[-1] == "ok"
     assert list((tmp_path / "inductor").rglob("*.so")), "no kernel was compiled"

@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ BOOTSTRAP_DIR = Path(__file__).resolve().parents[1] / "bootstrap"
 sys.path.insert(0, str(BOOTSTRAP_DIR))
 
 from bootstrap_support import Venv  # noqa: E402
+from compile_support import COMPILE_IN_THE_POOL  # noqa: E402
 
 # The bootstrap tests' session fixtures (the wheels, a stock-torch venv, one venv per wheel), reused here.
 _spec = importlib.util.spec_from_file_location("bootstrap_venv_fixtures", BOOTSTRAP_DIR / "conftest.py")
@@ -36,16 +38,7 @@ wheels, stock_venv, make_venv = _fixtures.wheels, _fixtures.stock_venv, _fixture
 
 pytestmark = [pytest.mark.wheel, pytest.mark.compile, pytest.mark.slow]
 
-_COMPILE_IN_THE_POOL = """
-    import json, os, sys, torch
-    from torch._inductor.async_compile import AsyncCompile
-    AsyncCompile.warm_pool()
-    AsyncCompile.wait_pool_ready()
-    assert AsyncCompile.use_process_pool()
-    f = torch.compile(lambda x, w: torch.nn.functional.gelu(x @ w).sum(dim=1))
-    x, w = torch.randn(8, 16), torch.randn(16, 4)
-    out = f(x.to("flagos"), w.to("flagos"))
-    torch.testing.assert_close(out.cpu(), torch.nn.functional.gelu(x @ w).sum(dim=1), atol=2e-5, rtol=1e-4)
+_COMPILE_IN_THE_POOL = "import json, os, sys\n" + COMPILE_IN_THE_POOL + textwrap.dedent("""
 
     def tree(pid):
         children = []
@@ -61,7 +54,7 @@ _COMPILE_IN_THE_POOL = """
 
     sidecar = AsyncCompile.process_pool().process.pid
     print(json.dumps({"device": out.device.type, "pool": {p: libraries(p) for p in tree(sidecar)}}))
-"""
+""")
 
 
 @pytest.mark.parametrize("kind", ["host", "host-forked"])
