@@ -28,6 +28,12 @@ import torch
 CHILD_ENV = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "FLAGOS_NO_STARTUP_HOOK": "1"}
 
 
+def child_env() -> dict[str, str]:
+    """The environment of a native child: this one's without PYTHONPATH, which names packages of the checked
+    environment (perhaps for another Python version) that would shadow the reference interpreter's own."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **CHILD_ENV}
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", help="also write the JSON here")
@@ -83,7 +89,7 @@ class NativeChild:
     """Parent side: `script --native-child ARGS` in the reference interpreter, driven over a pipe."""
 
     def __init__(self, python: str, script: str, *args: str) -> None:
-        self.child = subprocess.Popen([python, script, "--native-child", *args], env={**os.environ, **CHILD_ENV},
+        self.child = subprocess.Popen([python, script, "--native-child", *args], env=child_env(),
                                       text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def ask(self, command: str, *args: str) -> dict:

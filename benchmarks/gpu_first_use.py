@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from _gpu_common import CHILD_ENV, device_api, emit, parser, reference_python, require_flagos, share_cores
+from _gpu_common import child_env, device_api, emit, parser, reference_python, require_flagos, share_cores
 
 WORKLOADS = ("step", "generate")
 SIDES = ("flagos", "native")
@@ -108,7 +108,7 @@ def measure(side: str, workload: str) -> dict[str, Any]:
 
 def run_fresh(side: str, workload: str, reference: str) -> dict[str, Any]:
     """`measure` in a fresh process of `side`'s interpreter; its JSON line."""
-    python, env = (sys.executable, dict(os.environ)) if side == "flagos" else (reference, {**os.environ, **CHILD_ENV})
+    python, env = (sys.executable, dict(os.environ)) if side == "flagos" else (reference, child_env())
     done = subprocess.run([python, os.path.abspath(__file__), "--measure", side, workload], env=env,
                           capture_output=True, text=True, timeout=900, check=False)
     lines = done.stdout.strip().splitlines()
@@ -122,7 +122,7 @@ def reference_environment(python: str) -> dict[str, Any]:
     """The reference interpreter's torch, CUDA and Python versions, as the native child reports them."""
     code = ("import json, sys, torch; print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda,"
             " 'python': sys.version.split()[0]}))")
-    done = subprocess.run([python, "-c", code], env={**os.environ, **CHILD_ENV}, capture_output=True, text=True,
+    done = subprocess.run([python, "-c", code], env=child_env(), capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _gpu_common import CHILD_ENV, emit, parser, reference_python, require_flagos, share_cores
+from _gpu_common import child_env, emit, parser, reference_python, require_flagos, share_cores
 from gpu_first_use import initialise, reference_environment
 
 OPINFO_DIR = Path(__file__).resolve().parents[1] / "tests" / "opinfo"
@@ -103,7 +103,7 @@ def run_side(side: str, payload_path: str, out_path: str) -> None:
 def run_fresh(side: str, payload: Path, work: Path, reference: str) -> dict[str, Any]:
     cache, out = work / f"{side}-kernels", work / f"{side}.json"
     cache.mkdir()
-    python, env = (sys.executable, dict(os.environ)) if side == "flagos" else (reference, {**os.environ, **CHILD_ENV})
+    python, env = (sys.executable, dict(os.environ)) if side == "flagos" else (reference, child_env())
     env["PYTORCH_KERNEL_CACHE_PATH"] = str(cache)
     done = subprocess.run([python, os.path.abspath(__file__), "--side", side, str(payload), str(out)], env=env,
                           capture_output=True, text=True, timeout=3600, check=False)

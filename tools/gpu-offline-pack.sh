@@ -27,7 +27,7 @@
 #                      carried, only their .dist-info; tools/gpu-offline-env.sh rebuilds them there from the
 #                      installed files, each checked against the wheel's RECORD sha256 (needs --machine-nvidia)
 #   --xz-preset N      xz level of the Python tarball (default 6)
-#   --piece-mib N      piece size (default 62: a transfer of at most 64 MiB per call, the ~1 MiB
+#   --piece-mib N      piece size (default 60: a transfer of at most 64 MiB per call, the ~2 MiB
 #                      repository included)
 #
 # Carrying the pieces (see tools/README.md): the target has no network; a runner copies the repository plus
@@ -48,7 +48,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HELPER="$ROOT/tools/gpu_offline"
-WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB=62 XZ=6 TARGET_HAS=""
+WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB=60 XZ=6 TARGET_HAS=""
 FIND_LINKS=() TOOLS=()
 die() { echo "tools/gpu-offline-pack.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do

@@ -49,6 +49,13 @@ ENV_VAR = "FLAGOS_TEST_REFERENCE_PYTHON"
 CHILD_ENV = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "FLAGOS_NO_STARTUP_HOOK": "1"}
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment for the reference interpreter, without PYTHONPATH: that names packages of the
+    checked environment (another Python, perhaps another version; ci/gpu-check.sh --pytest-path), which would
+    shadow the reference interpreter's own (numpy built for 3.11 in a 3.12 interpreter)."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **CHILD_ENV}
+
+
 class Unavailable(Exception):
     """No usable reference interpreter; the message says which to give."""
 
@@ -63,7 +70,7 @@ def probe(python: str) -> dict[str, str | None]:
     code = "import json, torch; print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda}))"
     try:
         done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300,
-                              env={**os.environ, **CHILD_ENV}, check=False)
+                              env=child_env(), check=False)
     except OSError as e:
         raise Unavailable(f"cannot run the reference interpreter {python} ({e.strerror}) — set {ENV_VAR} to a"
                           " Python with a CUDA build of torch") from e
@@ -105,7 +112,7 @@ def call(target: str, *args: Any, python: str | None = None, paths: Sequence[Pat
         torch.save({"module": module, "function": function, "args": list(args), "paths": search}, request)
         # From the temporary folder: no source checkout's unbuilt torch_fl on the child's sys.path.
         done = subprocess.run([exe, str(Path(__file__).resolve()), str(request), str(result)], cwd=tmp,
-                              env={**os.environ, **CHILD_ENV}, capture_output=True, text=True, timeout=timeout,
+                              env=child_env(), capture_output=True, text=True, timeout=timeout,
                               check=False)
         if done.returncode != 0:
             tail = " | ".join(done.stderr.strip().splitlines()[-6:])

@@ -5,7 +5,7 @@ Standard library only, Python >= 3.8: it runs under the packing machine's Python
 machine's own python3 when reassembling, before the carried Python exists there.  Run the folder:
 
     python3 tools/gpu_offline pack-python  --python PY --out TARBALL
-    python3 tools/gpu_offline split        --payload DIR --out PIECES_DIR [--piece-mib 62]
+    python3 tools/gpu_offline split        --payload DIR --out PIECES_DIR [--piece-mib 60]
     python3 tools/gpu_offline reassemble   --pieces PIECES_DIR --dest DIR
     python3 tools/gpu_offline omit-installed --wheelhouse WH --freeze FREEZE --records DIR --omitted DIR
     python3 tools/gpu_offline rebuild      --records DIR --site SITE_PACKAGES [--prefix PREFIX] --out WH
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("split")
     s.add_argument("--payload", required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--piece-mib", type=float, default=62)
+    s.add_argument("--piece-mib", type=float, default=60)
     s = sub.add_parser("reassemble")
     s.add_argument("--pieces", required=True)
     s.add_argument("--dest", required=True)
