@@ -2,6 +2,7 @@
 // C++ exceptions to Python ones through HANDLE_TH_ERRORS.
 #include <Python.h>
 
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -10,6 +11,7 @@
 
 #include "aten/KernelDeviceRoutes.h"
 #include "aten/KernelView.h"
+#include "aten/NativeOps.h"
 #include "aten/Routing.h"
 #include "distributed/Python.h"
 #include "runtime/DeviceRuntime.h"
@@ -243,6 +245,39 @@ PyObject* sync_from_kernel_view(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+std::vector<int64_t> int_tuple(PyObject* seq, const char* what) {
+  TORCH_CHECK(PyTuple_Check(seq), what, " must be a tuple of ints, got ", Py_TYPE(seq)->tp_name);
+  const auto n = PyTuple_GET_SIZE(seq);
+  std::vector<int64_t> values(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PyTuple_GET_ITEM(seq, i);
+    TORCH_CHECK(THPUtils_checkLong(item), what, " must be a tuple of ints, got ", Py_TYPE(item)->tp_name);
+    values[static_cast<size_t>(i)] = THPUtils_unpackLong(item);
+  }
+  return values;
+}
+
+// empty_strided(size, stride, dtype) on the current flagos device, for the wrappers inductor generates:
+// they allocate every buffer of a graph on each call, and for CPU and CUDA buffers call a direct
+// allocation (torch._C._dynamo.guards._empty_strided_cuda) that skips torch.empty_strided's argument
+// parser and the dispatcher.  This is flagos's: the same kernel the dispatcher would reach.
+PyObject* empty_strided(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* size = nullptr;
+  PyObject* stride = nullptr;
+  PyObject* dtype = nullptr;
+  if (!PyArg_ParseTuple(args, "OOO", &size, &stride, &dtype)) return nullptr;
+  TORCH_CHECK(THPDtype_Check(dtype), "dtype must be a torch.dtype, got ", Py_TYPE(dtype)->tp_name);
+  const auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
+  const auto sizes = int_tuple(size, "size");
+  const auto strides = int_tuple(stride, "stride");
+  TORCH_CHECK(sizes.size() == strides.size(), "size has ", sizes.size(), " dimensions but stride has ",
+              strides.size());
+  return THPVariable_Wrap(aten::empty_strided(sizes, strides, scalar_type, std::nullopt,
+                                              c10::Device(c10::DeviceType::PrivateUse1), std::nullopt));
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"_platform", platform, METH_NOARGS, "Platform this plugin was built for."},
     {"_configuration_error", configuration_error, METH_NOARGS, "Why the runtime is unusable, or ''."},
@@ -261,6 +296,7 @@ PyMethodDef methods[] = {
     {"_provider_names", provider_names, METH_NOARGS, nullptr},
     {"_available_providers", available_providers, METH_NOARGS, nullptr},
     {"_set_flaggems_ops", set_flaggems_ops, METH_O, "The operators the flaggems provider has kernels for."},
+    {"_empty_strided", empty_strided, METH_VARARGS, "empty_strided(size, stride, dtype) on the current device."},
     {"_kernel_view", kernel_view, METH_O, "The zero-copy kernel-device view of a flagos tensor (others as given)."},
     {"_adopt_kernel_result", adopt_kernel_result, METH_VARARGS,
      "A kernel-device result as a tensor of flagos device `index` (adopted where it can be, else copied)."},

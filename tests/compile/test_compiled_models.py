@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch_fl  # noqa: F401
+import torch_fl
 from compile_support import CASES, TORCH_OWN_WARNINGS, assert_same, step
 
 pytestmark = [pytest.mark.compile, TORCH_OWN_WARNINGS]
@@ -55,3 +55,44 @@ def test_a_cpu_scalar_tensor_does_not_move_the_result_off_flagos() -> None:
     out = torch.compile(scaled, backend="inductor", fullgraph=True)(s, x.to("flagos"))
     assert out.device.type == "flagos"
     torch.testing.assert_close(out.cpu(), scaled(s, x))
+
+
+def test_the_wrapper_allocates_flagos_buffers_without_the_dispatcher() -> None:
+    # Every buffer of a flagos graph comes from torch_fl._C._empty_strided, as CUDA's come from
+    # _empty_strided_cuda; the forward and backward wrappers alike.
+    from torch._inductor.utils import run_and_get_code
+
+    def block(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        h = torch.nn.functional.layer_norm(x, x.shape[-1:]) @ w
+        return (h.softmax(-1) @ w.t()).relu().sum()
+
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(3)
+    x, w = torch.randn(4, 8, 16, generator=gen), torch.randn(16, 16, generator=gen)
+    xf, wf = x.to("flagos").requires_grad_(), w.to("flagos").requires_grad_()
+    compiled = torch.compile(block, backend="inductor", fullgraph=True)
+    out, code = run_and_get_code(lambda: compiled(xf, wf).backward() or compiled(xf, wf))
+    assert len(code) >= 2  # the forward and the backward graph
+    for source in code:
+        assert "from torch_fl._C import _empty_strided as empty_strided_flagos" in source
+        assert "empty_strided_flagos((" in source
+        assert "device='flagos'" not in source.split("def benchmark_compiled_module")[0]
+    x.requires_grad_(), w.requires_grad_()
+    expected = block(x, w)
+    expected.backward()
+    torch.testing.assert_close(out.cpu(), expected.detach())
+    torch.testing.assert_close(xf.grad.cpu(), x.grad)
+    torch.testing.assert_close(wf.grad.cpu(), w.grad)
+
+
+def test_direct_allocation_is_flagos_empty_strided_on_the_current_device() -> None:
+    t = torch_fl._C._empty_strided((3, 4, 5), (1, 15, 3), torch.bfloat16)
+    assert (t.device, t.shape, t.stride(), t.dtype) == (torch.device("flagos", torch.flagos.current_device()),
+                                                        (3, 4, 5), (1, 15, 3), torch.bfloat16)
+    assert t.untyped_storage().nbytes() == 60 * 2
+    for args, message in [(((2, 3), (1,), torch.float32), "size has 2 dimensions but stride has 1"),
+                          (([2], [1], torch.float32), "size must be a tuple of ints, got list"),
+                          (((2,), (1,), "float32"), "dtype must be a torch.dtype, got str"),
+                          (((-1,), (1,), torch.float32), "negative dimension")]:
+        with pytest.raises(RuntimeError, match=message):
+            torch_fl._C._empty_strided(*args)

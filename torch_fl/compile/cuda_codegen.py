@@ -15,7 +15,7 @@ tie inductor's work to the device type:
   autotune through Triton's CUDA driver, on the stream the wrapper passes.
 * The generated wrapper's stream, device guard and synchronisation go through
   ``torch.flagos`` and flagos's current stream (``CudaDeviceOpOverrides``);
-  buffers are allocated with ``empty_strided(..., device='flagos')``.
+  buffers come from flagos's direct allocation (``buffer_allocation``).
 * Inductor plans a graph for a GPU by asking ``is_gpu(device.type)``, which knows
   a fixed list of types (``utils.GPU_TYPES``): input alignment (and with it
   vectorised loads), device guards, fusion and loop ordering, CPU scalars passed
@@ -45,11 +45,12 @@ import torch
 from torch._inductor import utils
 from torch._inductor.codegen.cuda.device_op_overrides import CUDADeviceOpOverrides
 from torch._inductor.codegen.triton import TritonScheduling
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 
 from torch_fl.compile import inductor_names, post_import
+from torch_fl.compile.buffer_allocation import AllocatesFlagosDirectly
 
-__all__ = ["CudaDeviceOpOverrides", "PythonWrapperCodegen", "TritonScheduling", "prepare", "treat_as_cuda"]
+__all__ = ["CudaDeviceOpOverrides", "CudaWrapperCodegen", "TritonScheduling", "prepare", "treat_as_cuda"]
 
 _DEVICE = "flagos"
 
@@ -72,6 +73,22 @@ class CudaDeviceOpOverrides(CUDADeviceOpOverrides):
 
     def device_guard(self, device_idx: int) -> str:
         return f"torch.flagos.device({device_idx})"
+
+
+class CudaSubgraphWrapperCodegen(AllocatesFlagosDirectly, SubgraphPythonWrapperCodegen):
+    """The wrapper of a subgraph (the branches of ``cond``, the body of ``while_loop``)."""
+
+
+class CudaWrapperCodegen(AllocatesFlagosDirectly, PythonWrapperCodegen):
+    """The Python wrapper of a flagos graph on the cuda platform."""
+
+    @staticmethod
+    def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: PythonWrapperCodegen | None,
+               partition_signatures: Any = None) -> PythonWrapperCodegen:
+        if is_subgraph:
+            assert subgraph_name is not None and parent_wrapper is not None
+            return CudaSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return CudaWrapperCodegen()
 
 
 def _describe_as_cuda(hints: ModuleType) -> None:

@@ -2,8 +2,8 @@
 
 Host-platform device memory is host memory, so the kernels inductor's C++
 backend writes for CPU tensors are correct for flagos tensors as they are: they
-take raw data pointers, and the wrapper allocates their buffers with
-``empty_strided(..., device='flagos')``.  Only the wrapper's kernel call needs
+take raw data pointers, and the wrapper allocates their buffers with flagos's
+direct allocation (``buffer_allocation``).  Only the wrapper's kernel call needs
 flagos added, because PythonWrapperCodegen emits a plain C++ kernel call for the
 ``cpu`` and ``mps`` device types and raises "device ... nyi" for any other.
 Extern kernels (matmul, convolution, SDPA) stay flagos operators, routed as in
@@ -44,6 +44,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.virtualized import V
 
 from torch_fl.compile import inductor_names
+from torch_fl.compile.buffer_allocation import AllocatesFlagosDirectly
 
 __all__ = ["CppScheduling", "HostDeviceOpOverrides", "HostWrapperCodegen", "prefer_flagos_to_cpu", "treat_as_cpu"]
 
@@ -63,11 +64,11 @@ class _CallsHostKernels:
             kernel_name, call_args, device=device, triton=triton, **kwargs)
 
 
-class HostSubgraphWrapperCodegen(_CallsHostKernels, SubgraphPythonWrapperCodegen):
+class HostSubgraphWrapperCodegen(_CallsHostKernels, AllocatesFlagosDirectly, SubgraphPythonWrapperCodegen):
     """The wrapper of a subgraph (the branches of ``cond``, the body of ``while_loop``)."""
 
 
-class HostWrapperCodegen(_CallsHostKernels, PythonWrapperCodegen):
+class HostWrapperCodegen(_CallsHostKernels, AllocatesFlagosDirectly, PythonWrapperCodegen):
     """The Python wrapper of a flagos graph on the host platform."""
 
     @staticmethod

@@ -65,7 +65,7 @@ def _codegen() -> dict[str, Any]:
 
         cuda_codegen.prepare()
         register_device_op_overrides(_DEVICE, cuda_codegen.CudaDeviceOpOverrides())
-        return {"Scheduling": cuda_codegen.TritonScheduling, "PythonWrapperCodegen": cuda_codegen.PythonWrapperCodegen,
+        return {"Scheduling": cuda_codegen.TritonScheduling, "PythonWrapperCodegen": cuda_codegen.CudaWrapperCodegen,
                 "CppWrapperCodegen": CppWrapperUnsupported, "WrapperFxCodegen": WrapperFxCodegen}
     return _without_kernel_backend(
         f"torch.compile with inductor has no kernel backend for the flagos {platform} platform yet; "
