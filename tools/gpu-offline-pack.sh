@@ -72,6 +72,9 @@ done
 [[ -f "$WHEEL" && "$WHEEL" == *.whl ]] || die "no wheel file at $WHEEL — pass the path torch-fl-build printed"
 [[ "$(basename "$WHEEL")" == torch_fl-*+cuda* ]] || die "$(basename "$WHEEL") is not a torch_fl cuda wheel — build one with torch-fl-build --platform cuda"
 command -v "$PY" >/dev/null || die "no Python at $PY — pass --python with a Python 3.11"
+# An absolute path: pip runs build backends with its own sys.executable from other folders, where a
+# relative one (a relative PATH entry) would not be found.
+PY=$(realpath -s "$(command -v "$PY")")
 [[ "$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" == 3.11 ]] || die "$PY is not Python 3.11 — pass --python with one"
 [[ -n "$TORCH_WHEEL" && ! -f "$TORCH_WHEEL" ]] && die "no torch wheel at $TORCH_WHEEL — pass --torch-wheel torch-X.Y.Z+cpu-*.whl or leave it out"
 [[ -n "$PREFLIGHT_WHEEL" && ! -f "$PREFLIGHT_WHEEL" ]] && die "no preflight wheel at $PREFLIGHT_WHEEL — pass a torch_fl_preflight-*.whl or leave it out"
