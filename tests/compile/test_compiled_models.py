@@ -85,6 +85,23 @@ def test_the_wrapper_allocates_flagos_buffers_without_the_dispatcher() -> None:
     torch.testing.assert_close(wf.grad.cpu(), w.grad)
 
 
+def test_subgraph_buffers_take_the_direct_allocation_of_their_parent() -> None:
+    # torch.cond's branches are subgraphs: their wrappers write into the parent graph's module.
+    from torch._inductor.utils import run_and_get_code
+
+    def branchy(p: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(p, lambda x: (x.sin() @ x.t()).relu(), lambda x: (x.cos() @ x.t()).abs(), (x,))
+
+    torch._dynamo.reset()
+    x = torch.randn(8, 8, generator=torch.Generator().manual_seed(5))
+    compiled = torch.compile(branchy, backend="inductor", fullgraph=True)
+    for p in (True, False):
+        out, (source,) = run_and_get_code(lambda: compiled(torch.tensor(p).to("flagos"), x.to("flagos")))
+        torch.testing.assert_close(out.cpu(), branchy(torch.tensor(p), x))
+        assert source.count("from torch_fl._C import _empty_strided as empty_strided_flagos") == 1
+        assert source.count("empty_strided_flagos((") >= 2  # a buffer in each branch
+
+
 def test_direct_allocation_is_flagos_empty_strided_on_the_current_device() -> None:
     t = torch_fl._C._empty_strided((3, 4, 5), (1, 15, 3), torch.bfloat16)
     assert (t.device, t.shape, t.stride(), t.dtype) == (torch.device("flagos", torch.flagos.current_device()),

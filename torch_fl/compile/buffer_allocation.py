@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from torch._inductor import config
+from torch._inductor.codegen.wrapper import SubgraphPythonWrapperCodegen
 
 __all__ = ["AllocatesFlagosDirectly"]
 
@@ -29,7 +30,8 @@ class AllocatesFlagosDirectly:
 
     def write_header(self) -> None:
         super().write_header()  # type: ignore[misc]
-        self.header.writeline(f"from torch_fl._C import _empty_strided as {_NAME}")  # type: ignore[attr-defined]
+        if not isinstance(self, SubgraphPythonWrapperCodegen):  # a subgraph's code lives in its parent's module
+            self.header.writeline(f"from torch_fl._C import _empty_strided as {_NAME}")  # type: ignore[attr-defined]
 
     def make_allocation(self, name: str, device: Any, dtype: Any, shape: Any, stride: Any,
                         allocation_shape: Any = None, is_pinned: bool = False) -> str:
