@@ -96,7 +96,7 @@ def test_subgraph_buffers_take_the_direct_allocation_of_their_parent() -> None:
     x = torch.randn(8, 8, generator=torch.Generator().manual_seed(5))
     compiled = torch.compile(branchy, backend="inductor", fullgraph=True)
     for p in (True, False):
-        out, (source,) = run_and_get_code(lambda: compiled(torch.tensor(p).to("flagos"), x.to("flagos")))
+        out, (source,) = run_and_get_code(lambda p=p: compiled(torch.tensor(p).to("flagos"), x.to("flagos")))
         torch.testing.assert_close(out.cpu(), branchy(torch.tensor(p), x))
         assert source.count("from torch_fl._C import _empty_strided as empty_strided_flagos") == 1
         assert source.count("empty_strided_flagos((") >= 2  # a buffer in each branch

@@ -36,6 +36,12 @@ class Fault:
     fired: int = 0
 
 
+def _names_its_file(body: bytes) -> bool:
+    """Whether ``body`` (the start of a multipart upload) holds the whole header line naming the uploaded file."""
+    at = body.find(b'filename="')
+    return at >= 0 and body.find(b"\r\n", at) >= 0
+
+
 @dataclass
 class FaultProxy:
     upstream_port: int
@@ -128,8 +134,9 @@ class FaultProxy:
                 key, _, value = line.partition(b":")
                 if key.strip().lower() == b"content-length":
                     length = int(value.strip())
-            # Enough of the body to see which file it carries (the name precedes the content).
-            while len(body) < min(length, 65536):
+            # Enough of the body to see which file it carries: up to the end of the file part's header line
+            # (its filename="..."), which comes after the metadata fields, a long description among them.
+            while len(body) < length and not _names_its_file(body):
                 chunk = client.recv(65536)
                 if not chunk:
                     break
