@@ -20,18 +20,15 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
-# The child must never register flagos (see above).
-CHILD_ENV = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "FLAGOS_NO_STARTUP_HOOK": "1"}
-
-
-def child_env() -> dict[str, str]:
-    """The environment of a native child: this one's without PYTHONPATH, which names packages of the checked
-    environment (perhaps for another Python version) that would shadow the reference interpreter's own."""
-    return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **CHILD_ENV}
+# The native child's environment is the GPU suite's reference interpreter's (tests/gpu/reference.py):
+# flagos never registered there, and no PYTHONPATH of the checked environment's.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests" / "gpu"))
+from reference import child_env  # noqa: E402
 
 
 def parser(description: str) -> argparse.ArgumentParser:

@@ -278,10 +278,7 @@ at::Tensor from_kernel_result(at::Tensor result, c10::Device device) {
     return efficient_zero_tensor(result.sym_sizes(), result.scalar_type(), std::nullopt, device, std::nullopt);
   }
   if (!runtime::kernel_outputs_are_device_memory()) {
-    if (result.device().type() == c10::kCPU && result.is_non_overlapping_and_dense()) {
-      return dense_to_device(std::move(result), device);
-    }
-    return to_device(result.device().type() == c10::kCPU ? result : result.cpu(), device);
+    return to_device(result.device().type() == c10::kCPU ? std::move(result) : result.cpu(), device);
   }
   // A device kernel's CPU result is a CPU tensor natively too -- the RNG seed and
   // offset of the attention kernels, which their backward reads on the host -- so
@@ -295,12 +292,10 @@ at::Tensor alias_of_kernel_result(at::Tensor result, const c10::Storage& flagos_
   return flagos_tensor_like(result, flagos_storage, result.storage_offset());
 }
 
-at::Tensor to_device(const at::Tensor& cpu, c10::Device device) {
-  // Keep a dense result's layout, so that the copy is one block copy.
-  auto out = cpu.is_non_overlapping_and_dense()
-                 ? at::empty_strided(cpu.sizes(), cpu.strides(), cpu.options().device(device))
-                 : at::empty(cpu.sizes(), cpu.options().device(device));
-  return copy_from(cpu, out, /*non_blocking=*/false);
+at::Tensor to_device(at::Tensor cpu, c10::Device device) {
+  // A dense tensor keeps its layout, so that the copy is one block copy.
+  if (cpu.is_non_overlapping_and_dense()) return dense_to_device(std::move(cpu), device);
+  return copy_from(cpu, at::empty(cpu.sizes(), cpu.options().device(device)), /*non_blocking=*/false);
 }
 
 }  // namespace torch_fl::aten

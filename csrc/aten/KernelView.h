@@ -61,7 +61,8 @@ at::Tensor from_kernel_result(at::Tensor result, c10::Device device);
 // in place, as from_kernel_result(), where nothing else holds it.
 at::Tensor alias_of_kernel_result(at::Tensor result, const c10::Storage& flagos_storage);
 
-// A flagos tensor on `device` holding the values of CPU tensor `cpu` (a copy).
-at::Tensor to_device(const at::Tensor& cpu, c10::Device device);
+// A flagos tensor on `device` holding the values of CPU tensor `cpu` (a copy; in place, as
+// from_kernel_result(), where nothing else holds `cpu`).
+at::Tensor to_device(at::Tensor cpu, c10::Device device);
 
 }  // namespace torch_fl::aten

@@ -6,6 +6,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils.h>
 #include <torch/csrc/utils/python_numbers.h>
 #include <torch/csrc/utils/python_strings.h>
 
@@ -247,14 +248,7 @@ PyObject* sync_from_kernel_view(PyObject*, PyObject* args) {
 
 std::vector<int64_t> int_tuple(PyObject* seq, const char* what) {
   TORCH_CHECK(PyTuple_Check(seq), what, " must be a tuple of ints, got ", Py_TYPE(seq)->tp_name);
-  const auto n = PyTuple_GET_SIZE(seq);
-  std::vector<int64_t> values(static_cast<size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* item = PyTuple_GET_ITEM(seq, i);
-    TORCH_CHECK(THPUtils_checkLong(item), what, " must be a tuple of ints, got ", Py_TYPE(item)->tp_name);
-    values[static_cast<size_t>(i)] = THPUtils_unpackLong(item);
-  }
-  return values;
+  return THPUtils_unpackLongs(seq);
 }
 
 // empty_strided(size, stride, dtype) on the current flagos device, for the wrappers inductor generates:
