@@ -79,6 +79,10 @@ from torch_fl.compile import install as _install_compile  # noqa: E402
 
 _install_compile(flagos)  # torch.compile: dynamo's device interface and inductor's backend, registered lazily
 
+from torch_fl import _autograd_exit  # noqa: E402
+
+_autograd_exit.install()
+
 
 def get_registered_ops() -> list[str]:
     """Operators registered for the flagos key: the native kernels, and on platforms whose kernel results are

@@ -5,6 +5,7 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils.h>
 #include <torch/csrc/utils/python_numbers.h>
@@ -272,6 +273,21 @@ PyObject* empty_strided(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+// One backward pass through autograd's worker thread for flagos device `index`, waited for without the GIL
+// (torch_fl/_autograd_exit.py says why).  Every tensor here is C++-only and the op is a view, which never
+// reaches a routed (possibly Python) kernel: dropping this pass needs no Python, wherever it happens.
+PyObject* drain_autograd_device_thread(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  const auto index = static_cast<c10::DeviceIndex>(THPUtils_unpackLong(arg));
+  pybind11::gil_scoped_release no_gil;
+  const auto options = at::TensorOptions().device(c10::DeviceType::PrivateUse1, index);
+  auto leaf = at::empty({1}, options).requires_grad_(true);
+  auto root = leaf.view({1});
+  torch::autograd::grad({root}, {leaf}, {at::empty({1}, options)});
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"_platform", platform, METH_NOARGS, "Platform this plugin was built for."},
     {"_configuration_error", configuration_error, METH_NOARGS, "Why the runtime is unusable, or ''."},
@@ -291,6 +307,8 @@ PyMethodDef methods[] = {
     {"_available_providers", available_providers, METH_NOARGS, nullptr},
     {"_set_flaggems_ops", set_flaggems_ops, METH_O, "The operators the flaggems provider has kernels for."},
     {"_empty_strided", empty_strided, METH_VARARGS, "empty_strided(size, stride, dtype) on the current device."},
+    {"_drain_autograd_device_thread", drain_autograd_device_thread, METH_O,
+     "Wait until autograd's thread for a flagos device has run everything queued before this call."},
     {"_kernel_view", kernel_view, METH_O, "The zero-copy kernel-device view of a flagos tensor (others as given)."},
     {"_adopt_kernel_result", adopt_kernel_result, METH_VARARGS,
      "A kernel-device result as a tensor of flagos device `index` (adopted where it can be, else copied)."},
