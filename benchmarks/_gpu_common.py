@@ -82,12 +82,11 @@ def median_ms(timers: dict[str, Callable[[], float]], repeats: int) -> dict[str,
     return {side: statistics.median(t) for side, t in times.items()}
 
 
-class NativeChild:
-    """Parent side: `script --native-child ARGS` in the reference interpreter, driven over a pipe."""
+class ScriptChild:
+    """Parent side: a benchmark script's child process (`serve`), driven over a pipe."""
 
-    def __init__(self, python: str, script: str, *args: str) -> None:
-        self.child = subprocess.Popen([python, script, "--native-child", *args], env=child_env(),
-                                      text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.child = subprocess.Popen(argv, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def ask(self, command: str, *args: str) -> dict:
         assert self.child.stdin is not None and self.child.stdout is not None
@@ -105,10 +104,17 @@ class NativeChild:
         self.child.stdout.close()
 
 
-def serve(commands: dict[str, Callable[..., dict]]) -> None:
+class NativeChild(ScriptChild):
+    """`script --native-child ARGS` in the reference interpreter."""
+
+    def __init__(self, python: str, script: str, *args: str) -> None:
+        super().__init__([python, script, "--native-child", *args], child_env())
+
+
+def serve(commands: dict[str, Callable[..., dict]], native: bool = True) -> None:
     """Child side: answer one JSON line per command line read from stdin (`name arg...`); `environment`
     is always there."""
-    if "torch_fl" in sys.modules:
+    if native and "torch_fl" in sys.modules:
         raise SystemExit("torch_fl is loaded in the native child: its results would not be native")
     commands = {"environment": lambda: {"torch": torch.__version__, "cuda": torch.version.cuda,
                                         "python": sys.version.split()[0]}, **commands}

@@ -3,9 +3,10 @@
 The model, batch, bf16 autocast and AdamW are gpu_transformer.py's; the model is
 wrapped in `torch.compile` (inductor, default mode: no CUDA graphs on either side,
 since flagos runs without them), the optimizer step stays eager.  Three trainers
-take turns step by step after the warm-up (both processes pinned to the same two
+take turns step by step after the warm-up (all processes pinned to the same two
 cores): native compiled (the reference interpreter, `--reference-python`; see
-_gpu_common.py), flagos compiled and flagos eager (this process).  Reported: the
+_gpu_common.py), flagos compiled (this process) and flagos eager (a child of this
+interpreter, so that each side's peak memory is its own model's).  Reported: the
 median step time and tokens/s of each, the throughput ratio of flagos compiled to
 native compiled (goal >= 0.97) and to flagos eager (the speed-up of compiling),
 the median of the per-step ratios, each run's peak memory, and the compile time
@@ -20,6 +21,7 @@ cold ones; `--warm` keeps the users' caches.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -27,7 +29,8 @@ import tempfile
 
 import torch
 from _gpu_common import emit, parser, reference_python, require_flagos, share_cores
-from gpu_transformer import BATCH, D_MODEL, FF, HEADS, LAYERS, SEQ, NativeTrainer, Trainer, serve_trainer, summary
+from gpu_transformer import (BATCH, D_MODEL, FF, HEADS, LAYERS, SEQ, ChildTrainer, NativeTrainer, Trainer, serve_trainer,
+                             summary)
 
 GOAL_VS_NATIVE = 0.97
 
@@ -49,9 +52,13 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3, help="steps of each trainer before timing; the first compiles")
     p.add_argument("--warm", action="store_true", help="keep inductor's and Triton's caches (warm compile times)")
+    p.add_argument("--flagos-eager-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.native_child:
         serve_trainer(CompiledTrainer("cuda"))
+        return 0
+    if args.flagos_eager_child:
+        serve_trainer(Trainer("flagos"), native=False)
         return 0
     require_flagos()
     if torch.version.cuda is None:
@@ -65,7 +72,8 @@ def main() -> int:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches.name, "inductor")
         os.environ["TRITON_CACHE_DIR"] = os.path.join(caches.name, "triton")
     native = NativeTrainer(reference_python(args.reference_python), __file__)
-    compiled, eager = CompiledTrainer("flagos"), Trainer("flagos")
+    compiled = CompiledTrainer("flagos")
+    eager = ChildTrainer([sys.executable, __file__, "--flagos-eager-child"], dict(os.environ))
     try:
         first = {"native": native.step(), "flagos": compiled.step()}
         eager.step()
@@ -86,6 +94,7 @@ def main() -> int:
         native_env = native.ask("environment")
     finally:
         native.close()
+        eager.close()
         if caches is not None:
             caches.cleanup()
     compile_s = {side: round((first[side] - statistics.median(times[f"{side}_compiled"])) / 1000, 2)

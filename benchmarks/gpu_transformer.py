@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable
 
 import torch
-from _gpu_common import NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores
+from _gpu_common import (NativeChild, ScriptChild, device_api, emit, parser, reference_python, require_flagos, serve,
+                         share_cores)
 
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
 
@@ -66,14 +67,14 @@ class Trainer:
                 "last_loss": round(self.loss, 5)}
 
 
-def serve_trainer(trainer: Trainer, extra: dict[str, Callable[..., dict]] | None = None) -> None:
+def serve_trainer(trainer: Trainer, extra: dict[str, Callable[..., dict]] | None = None, native: bool = True) -> None:
     """Child side: answer step, reset_peak, stats (and extra's commands) for `trainer`."""
     serve({"step": lambda: {"ms": trainer.step()}, "reset_peak": lambda: trainer.reset_peak() or {},
-           "stats": trainer.stats, **(extra or {})})
+           "stats": trainer.stats, **(extra or {})}, native=native)
 
 
-class NativeTrainer(NativeChild):
-    """Parent side: a native cuda Trainer in the reference interpreter running `script --native-child`."""
+class ChildTrainer(ScriptChild):
+    """Parent side: a Trainer in a child process (serve_trainer)."""
 
     def step(self) -> float:
         return self.ask("step")["ms"]
@@ -83,6 +84,10 @@ class NativeTrainer(NativeChild):
 
     def stats(self) -> dict[str, float]:
         return self.ask("stats")
+
+
+class NativeTrainer(ChildTrainer, NativeChild):
+    """A native cuda Trainer in the reference interpreter running `script --native-child`."""
 
 
 def summary(times_ms: list[float], stats: dict[str, float]) -> dict[str, float]:

@@ -244,11 +244,15 @@ void unboxed(torch::Library& library) {
 // cross-entropy, embeddings, the optimizers' foreach updates).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   namespace ops = at::_ops;
-  // matrix products
+  // matrix products, and their out= forms: code inductor generates calls these (extern_kernels.mm(..., out=buf))
   unboxed<ops::mm>(m);
+  unboxed<ops::mm_out>(m);
   unboxed<ops::addmm>(m);
+  unboxed<ops::addmm_out>(m);
   unboxed<ops::bmm>(m);
+  unboxed<ops::bmm_out>(m);
   unboxed<ops::baddbmm>(m);
+  unboxed<ops::baddbmm_out>(m);
   // pointwise
   unboxed<ops::add_Tensor>(m);
   unboxed<ops::add__Tensor>(m);

@@ -77,6 +77,23 @@ def test_out_variants_including_resize() -> None:
     torch.testing.assert_close(s.cpu(), a.sum())
 
 
+def test_matrix_product_out_variants_write_the_given_tensor() -> None:
+    # The out= forms inductor's generated code calls, into a transposed (non-contiguous) and a resized out.
+    bias, a, b = torch.randn(5), torch.randn(4, 3), torch.randn(3, 5)
+    out_t = torch.empty(5, 4, device="flagos").t()
+    assert torch.addmm(bias.to("flagos"), a.to("flagos"), b.to("flagos"), beta=0.5, out=out_t) is out_t
+    assert not out_t.is_contiguous()
+    torch.testing.assert_close(out_t.cpu(), torch.addmm(bias, a, b, beta=0.5))
+    x, y = torch.randn(2, 4, 3), torch.randn(2, 3, 5)
+    out_b = torch.empty(0, device="flagos")
+    assert torch.bmm(x.to("flagos"), y.to("flagos"), out=out_b) is out_b and out_b.shape == (2, 4, 5)
+    torch.testing.assert_close(out_b.cpu(), torch.bmm(x, y))
+    acc = torch.randn(2, 4, 5)
+    out_acc = torch.empty(2, 4, 5, device="flagos")
+    torch.baddbmm(acc.to("flagos"), x.to("flagos"), y.to("flagos"), alpha=2.0, out=out_acc)
+    torch.testing.assert_close(out_acc.cpu(), torch.baddbmm(acc, x, y, alpha=2.0))
+
+
 def test_views_share_device_memory() -> None:
     d = torch.zeros(4, 4, device="flagos")
     v = d.t()[1:3]
