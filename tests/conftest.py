@@ -23,7 +23,26 @@ def _gpu_present() -> bool:
     return torch_fl.build_config.PLATFORM == "cuda" and torch.flagos.is_available()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shard", metavar="K/N", help="run only the K-th of N interleaved parts of the selected tests "
+                     "(K from 0): N processes run a long tier side by side, and fixtures that compute for the "
+                     "selected tests only (the OpInfo tier's reference results) compute for their part")
+
+
+def _shard(spec: str) -> tuple[int, int]:
+    k, _, n = spec.partition("/")
+    if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+        raise pytest.UsageError(f"--shard {spec}: give K/N with 0 <= K < N, for example --shard 0/4")
+    return int(k), int(n)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    spec = config.getoption("--shard")
+    if spec:
+        k, n = _shard(spec)
+        kept = [item for i, item in enumerate(items) if i % n == k]
+        config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % n != k])
+        items[:] = kept
     cuda_assets = os.environ.get("FLAGOS_TEST_CUDA_ASSETS") == "1"
     gpu = None
     for item in items:

@@ -44,3 +44,25 @@ def test_a_missing_tool_fails_in_ci_and_skips_elsewhere(monkeypatch: pytest.Monk
     with pytest.raises(outcome, match="no-such-tool-for-the-suite is not installed"):
         require_tool("no-such-tool-for-the-suite")
     assert require_tool("sh")  # a present tool is returned whatever CI says
+
+
+def test_shards_split_the_selection_into_disjoint_parts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parent
+
+    def collected(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               "--rootdir", str(tests.parent), str(tests / "test_suite_layout.py"), *args],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+    def ids(done: subprocess.CompletedProcess[str]) -> list[str]:
+        return [line for line in done.stdout.splitlines() if "::" in line]
+
+    everything = ids(collected())
+    parts = [ids(collected("--shard", f"{k}/3")) for k in range(3)]
+    assert len(everything) > 3 and all(parts)
+    assert sorted(sum(parts, [])) == sorted(everything)
+    bad = collected("--shard", "3/3")
+    assert bad.returncode == 4 and "give K/N with 0 <= K < N" in bad.stderr

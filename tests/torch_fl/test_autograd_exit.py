@@ -11,7 +11,6 @@ import sys
 import weakref
 
 import pytest
-from conftest import RunPython
 
 torch = pytest.importorskip("torch")
 
@@ -44,7 +43,7 @@ def test_draining_releases_every_finished_pass_python_state() -> None:
     assert leaf.grad.cpu().tolist() == [3.0] * 4
 
 
-def test_drain_skips_devices_that_never_held_memory(run_python: RunPython) -> None:
+def test_drain_skips_devices_that_never_held_memory(run_python) -> None:  # noqa: ANN001 - conftest fixture
     result = run_python(
         """
         import torch
