@@ -63,7 +63,10 @@ struct CachedView {
   const c10::TensorImpl* owner = nullptr;
   at::Tensor view;
 };
-constexpr int kSlotBits = 9;  // 512 slots: a step's parameters and optimizer state rarely collide
+// 4096 slots.  An AdamW step visits four lists of a model's tensors (parameters, gradients, two
+// states: 576 for a 12-layer encoder) again and again; at 512 slots most of them shared a slot with
+// another and were rebuilt on every visit (benchmarks/optimizer_working_set_host.py).
+constexpr int kSlotBits = 12;
 thread_local std::array<CachedView, size_t{1} << kSlotBits> cached_views;
 
 CachedView& slot_of(const c10::TensorImpl* impl) {
