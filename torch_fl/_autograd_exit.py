@@ -10,12 +10,15 @@ aborts with ``terminate called without an active exception``.
 At exit this module runs one tiny backward pass per flagos device that has held memory, from C++ with the
 GIL released and with no Python object anywhere in it (a pass started from Python would itself hold
 Python tensors).  Each device thread handles its queue in order, so by the time it has run that pass it
-has released the previous one while the interpreter was still whole.
+has released the previous one while the interpreter was still whole.  The wait is bounded like PyTorch's
+own at shutdown (TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT, 10 s): a worker stuck in a user's hook must not hang
+the exit.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 
 from torch_fl import _C
 
@@ -31,10 +34,18 @@ def _used_devices() -> list[int]:
     return used
 
 
-def drain_device_threads() -> None:
-    """Make every used flagos device's autograd thread finish with the backward passes queued before it."""
-    for index in _used_devices():
-        _C._drain_autograd_device_thread(index)
+def _wait_limit() -> float:
+    try:
+        return float(os.environ.get("TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT", "10"))
+    except ValueError:
+        return 10.0
+
+
+def drain_device_threads(timeout_s: float | None = None) -> bool:
+    """Make every used flagos device's autograd thread finish with the backward passes queued before it;
+    False when one did not within the limit."""
+    limit = _wait_limit() if timeout_s is None else timeout_s
+    return all([_C._drain_autograd_device_thread(index, limit) for index in _used_devices()])
 
 
 def _drain_at_exit() -> None:

@@ -2,6 +2,11 @@
 // C++ exceptions to Python ones through HANDLE_TH_ERRORS.
 #include <Python.h>
 
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
@@ -273,18 +278,37 @@ PyObject* empty_strided(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
-// One backward pass through autograd's worker thread for flagos device `index`, waited for without the GIL
-// (torch_fl/_autograd_exit.py says why).  Every tensor here is C++-only and the op is a view, which never
-// reaches a routed (possibly Python) kernel: dropping this pass needs no Python, wherever it happens.
-PyObject* drain_autograd_device_thread(PyObject*, PyObject* arg) {
+// One backward pass through autograd's worker thread for flagos device `index`, waited for at most
+// `timeout_s` seconds without the GIL (torch_fl/_autograd_exit.py says why); True once it ran.  It runs on a
+// thread of its own, with no Python state, from C++-only tensors, and its op is a view, which never reaches a
+// routed (possibly Python) kernel: dropping this pass needs no Python, wherever it happens.  The bound is
+// PyTorch's own for its shutdown (TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT): a worker stuck in a user's hook must
+// not hang the exit.
+PyObject* drain_autograd_device_thread(PyObject*, PyObject* args) {
   HANDLE_TH_ERRORS
-  const auto index = static_cast<c10::DeviceIndex>(THPUtils_unpackLong(arg));
-  pybind11::gil_scoped_release no_gil;
-  const auto options = at::TensorOptions().device(c10::DeviceType::PrivateUse1, index);
-  auto leaf = at::empty({1}, options).requires_grad_(true);
-  auto root = leaf.view({1});
-  torch::autograd::grad({root}, {leaf}, {at::empty({1}, options)});
-  Py_RETURN_NONE;
+  int index = 0;
+  double timeout_s = 0;
+  if (!PyArg_ParseTuple(args, "id", &index, &timeout_s)) return nullptr;
+  auto ran = std::make_shared<std::promise<void>>();
+  auto finished = ran->get_future();
+  std::thread([ran, index] {
+    try {
+      const auto options = at::TensorOptions().device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+      auto leaf = at::empty({1}, options).requires_grad_(true);
+      torch::autograd::grad({leaf.view({1})}, {leaf}, {at::empty({1}, options)});
+      ran->set_value();
+    } catch (...) {
+      ran->set_exception(std::current_exception());
+    }
+  }).detach();
+  std::future_status status;
+  {
+    pybind11::gil_scoped_release no_gil;
+    status = finished.wait_for(std::chrono::duration<double>(timeout_s));
+  }
+  if (status != std::future_status::ready) Py_RETURN_FALSE;
+  finished.get();  // the pass's error, if it failed
+  Py_RETURN_TRUE;
   END_HANDLE_TH_ERRORS
 }
 
@@ -307,8 +331,8 @@ PyMethodDef methods[] = {
     {"_available_providers", available_providers, METH_NOARGS, nullptr},
     {"_set_flaggems_ops", set_flaggems_ops, METH_O, "The operators the flaggems provider has kernels for."},
     {"_empty_strided", empty_strided, METH_VARARGS, "empty_strided(size, stride, dtype) on the current device."},
-    {"_drain_autograd_device_thread", drain_autograd_device_thread, METH_O,
-     "Wait until autograd's thread for a flagos device has run everything queued before this call."},
+    {"_drain_autograd_device_thread", drain_autograd_device_thread, METH_VARARGS,
+     "(index, timeout_s): whether autograd's thread for a flagos device ran everything queued before the call."},
     {"_kernel_view", kernel_view, METH_O, "The zero-copy kernel-device view of a flagos tensor (others as given)."},
     {"_adopt_kernel_result", adopt_kernel_result, METH_VARARGS,
      "A kernel-device result as a tensor of flagos device `index` (adopted where it can be, else copied)."},

@@ -54,3 +54,36 @@ def test_drain_skips_devices_that_never_held_memory(run_python) -> None:  # noqa
         """
     )
     assert result.stdout.split("\n")[:2] == ["[]", "[1]"]
+
+
+def test_a_device_thread_stuck_in_a_hook_bounds_the_wait_at_exit() -> None:
+    import threading
+
+    from torch_fl import _autograd_exit
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Held(torch.autograd.Function):
+        """Its backward, on the flagos device thread, waits until the test lets it go."""
+
+        @staticmethod
+        def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:  # noqa: ARG004
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:  # noqa: ARG004
+            entered.set()
+            release.wait(60)
+            return grad
+
+    leaf = torch.ones(2, device="flagos:1", requires_grad=True)
+    worker = threading.Thread(target=lambda: Held.apply(leaf).sum().backward(), daemon=True)
+    worker.start()
+    try:
+        assert entered.wait(60)
+        assert _autograd_exit.drain_device_threads(timeout_s=0.2) is False
+    finally:
+        release.set()
+        worker.join(60)
+    assert _autograd_exit.drain_device_threads(timeout_s=60) is True
+    assert leaf.grad.cpu().tolist() == [1.0, 1.0]
