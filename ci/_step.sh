@@ -11,7 +11,14 @@ step() {
   local t=$SECONDS rc
   echo "== $name" >&2
   "$@" >"$OUT/$name.log" 2>&1; rc=$?
-  "$RECORD_PY" "$RECORD" record --results "$RESULTS" --step "$name" --rc "$rc" --seconds $((SECONDS - t)) \
-    --expect "$expect" --log "$OUT/$name.log" "${opts[@]}"
+  record_step "$name" "$expect" "$rc" $((SECONDS - t)) "${opts[@]}"
   return $rc
+}
+
+# record_step NAME EXPECT RC SECONDS [record options...]: records a step whose COMMAND ran elsewhere (one of
+# several run side by side, which must not write RESULTS at the same time) with its output in OUT/NAME.log.
+record_step() {
+  local name=$1 expect=$2 rc=$3 seconds=$4; shift 4
+  "$RECORD_PY" "$RECORD" record --results "$RESULTS" --step "$name" --rc "$rc" --seconds "$seconds" \
+    --expect "$expect" --log "$OUT/$name.log" "$@"
 }

@@ -17,7 +17,8 @@
 #   demo        PY -c "import torch; x = torch.randn(1024, 1024, device='flagos'); print((x @ x).device)"
 #               -- no `import torch_fl`: the torch.backends entry point must register the device
 #   gpu-suite   pytest tests/gpu and tests/distributed/test_nccl_gpu.py with PY (native results from the
-#               reference interpreter)
+#               reference interpreter), without the OpInfo tier; then the OpInfo tier as steps gpu-opinfo-K,
+#               --opinfo-shards processes side by side, each on its own part (pytest --shard K/N)
 #   bench-*     benchmarks/<name>.py --out OUT/<name>.json for each name of --benchmarks (native side in the
 #               reference interpreter, the two alternating)
 #
@@ -31,6 +32,8 @@
 #                          holds only what the wheel needs
 #   --build                build torch_fl for the cuda platform against PY's torch first (it must be a CUDA build)
 #   --only STEPS           comma-separated subset of: build,preflight,demo,gpu-suite,bench
+#   --opinfo-shards N      processes for the OpInfo tier (default 4; 0 leaves the tier out): its reference step
+#                          computes native results for every case, and one process takes far longer than a call
 #   --benchmarks NAMES     comma-separated benchmarks/ scripts for the bench step (default: gpu_small_ops,
 #                          gpu_matmul,gpu_transformer, and gpu_ddp_step where PY's torch has NCCL: stock torch+cpu
 #                          has none, so flagos's process group has no engine there)
@@ -42,7 +45,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RECORD="$ROOT/ci/gpu_check_results.py"
 PY=${PYTHON:-python3} REF="" WHEEL="" PREFLIGHT="" PYTEST_PATH="" OUT="" BUILD=0 NO_GPU=0
-ONLY="build,preflight,demo,gpu-suite,bench" BENCHMARKS=""
+ONLY="build,preflight,demo,gpu-suite,bench" BENCHMARKS="" OPINFO_SHARDS=4
 die() { echo "ci/gpu-check.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -55,12 +58,14 @@ while [[ $# -gt 0 ]]; do
     --build) BUILD=1; shift ;;
     --only) ONLY=${2:?}; shift 2 ;;
     --benchmarks) BENCHMARKS=${2:?}; shift 2 ;;
+    --opinfo-shards) OPINFO_SHARDS=${2:?}; shift 2 ;;
     --expect-no-gpu) NO_GPU=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument ($1) — see --help" ;;
   esac
 done
 [[ -n "$OUT" ]] || die "no --out folder given — pass --out DIR for results.json and the logs"
+[[ $OPINFO_SHARDS =~ ^[0-9]+$ ]] || die "--opinfo-shards $OPINFO_SHARDS is not a count — give 0 or more processes"
 IFS=, read -ra _steps <<<"$ONLY"
 if [[ -z "$BENCHMARKS" ]]; then
   BENCHMARKS="gpu_small_ops,gpu_matmul,gpu_transformer"
@@ -148,10 +153,24 @@ fi
 if wants gpu-suite; then
   expect=ok
   [[ $NO_GPU == 1 ]] && expect=skip
+  suite=(env ${PYTEST_PATH:+PYTHONPATH=$PYTEST_PATH} ${REF:+FLAGOS_TEST_REFERENCE_PYTHON=$REF}
+         "$PY" -m pytest -c "$ROOT/pyproject.toml" --rootdir "$ROOT" -p no:cacheprovider -q)
   step gpu-suite "$expect" --junit "$OUT/gpu-suite.xml" -- \
-    env ${PYTEST_PATH:+PYTHONPATH=$PYTEST_PATH} ${REF:+FLAGOS_TEST_REFERENCE_PYTHON=$REF} \
-    "$PY" -m pytest "$ROOT/tests/gpu" "$ROOT/tests/distributed/test_nccl_gpu.py" -m gpu -c "$ROOT/pyproject.toml" --rootdir "$ROOT" -p no:cacheprovider -q \
+    "${suite[@]}" "$ROOT/tests/gpu" "$ROOT/tests/distributed/test_nccl_gpu.py" -m "gpu and not opinfo" \
     --junitxml="$OUT/gpu-suite.xml"
+  # The OpInfo tier: its processes run side by side and are recorded one after the other once all are done.
+  for ((k = 0; k < OPINFO_SHARDS; k++)); do
+    echo "== gpu-opinfo-$k" >&2
+    ( t=$SECONDS
+      "${suite[@]}" "$ROOT/tests/gpu/test_opinfo_cuda.py" -m gpu --shard "$k/$OPINFO_SHARDS" \
+        --junitxml="$OUT/gpu-opinfo-$k.xml" >"$OUT/gpu-opinfo-$k.log" 2>&1
+      echo "$? $((SECONDS - t))" >"$OUT/gpu-opinfo-$k.rc" ) &
+  done
+  wait
+  for ((k = 0; k < OPINFO_SHARDS; k++)); do
+    read -r rc seconds <"$OUT/gpu-opinfo-$k.rc"
+    record_step "gpu-opinfo-$k" "$expect" "$rc" "$seconds" --junit "$OUT/gpu-opinfo-$k.xml"
+  done
 fi
 
 if wants bench; then

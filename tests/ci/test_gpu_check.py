@@ -33,6 +33,7 @@ def steps(out: Path) -> dict[str, dict]:
     (("--out", "o", "--python", "no-such-python"), "no Python at no-such-python"),
     (("--out", "o", "--wheel", "missing.whl"), "no wheel at missing.whl"),
     (("--out", "o", "--bogus"), "unknown argument (--bogus)"),
+    (("--out", "o", "--opinfo-shards", "four"), "--opinfo-shards four is not a count"),
 ])
 def test_unusable_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
     done = check(*args)
@@ -57,9 +58,14 @@ def test_without_a_gpu_every_step_behaves_as_it_must(tmp_path: Path) -> None:
     benches = ["bench-gpu_small_ops", "bench-gpu_matmul", "bench-gpu_transformer"]
     if torch.distributed.is_nccl_available():
         benches.append("bench-gpu_ddp_step")
-    assert list(by) == ["demo", "gpu-suite", *benches]
+    shards = [f"gpu-opinfo-{k}" for k in range(4)]
+    assert list(by) == ["demo", "gpu-suite", *shards, *benches]
     suite = by["gpu-suite"]["tests"]
     assert suite["tests"] > 100 and suite["skipped"] == suite["tests"]
+    # The OpInfo tier is not in the suite's step: the shards hold it, each a quarter of it.
+    parts = [by[name]["tests"]["tests"] for name in shards]
+    assert all(part > 500 and by[name]["tests"]["skipped"] == part for name, part in zip(shards, parts))
+    assert max(parts) - min(parts) <= 1
     for name in benches:
         assert by[name]["rc"] == 2 and "no CUDA GPU" in by[name]["log_tail"][-1]
 
