@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _report import emit_json
 
 # The native child's environment is the GPU suite's reference interpreter's (tests/gpu/reference.py):
 # flagos never registered there, and no PYTHONPATH of the checked environment's.
@@ -165,11 +166,7 @@ def _gpu_name() -> str:
 
 def emit(report: dict[str, Any], out: str | None, native: dict[str, Any] | None = None) -> int:
     """Print (and with `out` write) the report with the environment of both sides."""
-    text = json.dumps({"version": 1, **environment(native), **report}, indent=2)
-    print(text)
-    if out:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    emit_json({"version": 1, **environment(native), **report}, out)
     return 0
 
 

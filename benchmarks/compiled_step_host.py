@@ -18,13 +18,13 @@ same wrapper code runs around Triton kernels.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
 import timeit
 
 import torch
+from _report import emit_json
 
 LAYERS, D_MODEL, HEADS, FF, BATCH, SEQ = 4, 64, 4, 128, 2, 16
 
@@ -71,11 +71,7 @@ def main() -> int:
         "ratio_median": round(medians["flagos"] / medians["cpu"], 3),
         "ratio_best": round(best["flagos"] / best["cpu"], 3),
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit_json(report, args.out)
     return 0
 
 

@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
+from _report import emit_json
 
 WIDTH, DEPTH, BATCH = 256, 4, 32
 
@@ -108,10 +109,7 @@ def main() -> int:
         "goal": "ratio <= 1.2",
         "step_ms": {d: [round(t * 1e3, 3) for t in ts] for d, ts in times.items()},
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit_json(report, args.out)
     return 0
 
 

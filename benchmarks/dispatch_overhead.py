@@ -12,7 +12,6 @@ the zero-copy provider: the median of the ops' ratios <= 1.3, the worst <= 1.5.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -20,6 +19,7 @@ import timeit
 from collections.abc import Callable
 
 import torch
+from _report import emit_json
 
 OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], object]] = {
     "add": lambda a, b: a + b,
@@ -79,11 +79,7 @@ def main() -> int:
         "goal_median_ratio": 1.3,
         "goal_max_ratio": 1.5,
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    emit_json(report, args.out)
     return 0
 
 

@@ -14,12 +14,12 @@ time per tensor of each and flagos's extra time per tensor.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import timeit
 
 import torch
+from _report import emit_json
 
 
 def main() -> int:
@@ -59,11 +59,7 @@ def main() -> int:
         "per_tensor_us": {device: round(us, 3) for device, us in per_tensor_us.items()},
         "flagos_extra_per_tensor_us": round(per_tensor_us["flagos"] - per_tensor_us["cpu"], 3),
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    emit_json(report, args.out)
     return 0
 
 

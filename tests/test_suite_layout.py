@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -47,9 +49,6 @@ def test_a_missing_tool_fails_in_ci_and_skips_elsewhere(monkeypatch: pytest.Monk
 
 
 def test_shards_split_the_selection_into_disjoint_parts(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     tests = Path(__file__).resolve().parent
 
     def collected(*args: str) -> subprocess.CompletedProcess[str]:

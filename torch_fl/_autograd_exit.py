@@ -45,6 +45,7 @@ def drain_device_threads(timeout_s: float | None = None) -> bool:
     """Make every used flagos device's autograd thread finish with the backward passes queued before it;
     False when one did not within the limit."""
     limit = _wait_limit() if timeout_s is None else timeout_s
+    # A list, not a generator: every device is drained even after one timed out.
     return all([_C._drain_autograd_device_thread(index, limit) for index in _used_devices()])
 
 

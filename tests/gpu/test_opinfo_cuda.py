@@ -12,7 +12,6 @@ would otherwise read as flagos's errors.
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,11 +30,12 @@ from opinfo_runner import CROSS_DEVICE, CaseResult, case_ids, compare, native_re
 pytestmark = [pytest.mark.gpu, pytest.mark.opinfo]
 
 
-@functools.lru_cache(maxsize=None)
-def _same_release(reference_torch: str) -> bool:
+@pytest.fixture(scope="module")
+def same_release() -> bool:
+    """Whether the reference interpreter's torch is this torch's release (local builds such as +cpu aside)."""
     import torch
 
-    return reference_torch.split("+")[0] == torch.__version__.split("+")[0]
+    return reference.probe(reference.interpreter())["torch"].split("+")[0] == torch.__version__.split("+")[0]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,8 @@ def native(request: pytest.FixtureRequest) -> tuple[dict[str, Any], dict[str, An
 
 
 @pytest.mark.parametrize("case_id", case_ids())
-def test_flagos_passes_where_native_cuda_passes(case_id: str, native: tuple[dict[str, Any], dict[str, Any]]) -> None:
+def test_flagos_passes_where_native_cuda_passes(case_id: str, native: tuple[dict[str, Any], dict[str, Any]],
+                                                same_release: bool) -> None:
     payload, results = native
     if case_id not in payload:
         pytest.skip("its sample inputs do not load with weights_only, so they cannot reach the reference")
@@ -60,7 +61,7 @@ def test_flagos_passes_where_native_cuda_passes(case_id: str, native: tuple[dict
         compare(cuda, cpu, **CROSS_DEVICE)
     except AssertionError as e:
         pytest.skip(f"native CUDA differs from the CPU here too: {str(e).splitlines()[0][:200]}")
-    if not _same_release(reference.probe(reference.interpreter())["torch"]):
+    if not same_release:
         cpu = run_case(case_id, "cpu", payload[case_id])
     flagos = run_case(case_id, "flagos", payload[case_id])
     rule = EXPECTED_ERRORS.get(op_id(parse_case(case_id)[0]))
