@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+# Session fixtures more than one area uses, defined once so that pytest makes them once.
+pytest_plugins = ["support.bootstrap_fixtures"]
+
 
 def _gpu_present() -> bool:
     """A CUDA build of torch with a GPU, or torch_fl's cuda platform on a GPU (on stock

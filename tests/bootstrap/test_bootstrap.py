@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bootstrap_support import load_bootstrap
+from support.bootstrap import load_bootstrap
 from support.tools import require_tool
 
 bootstrap = load_bootstrap()

@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from bootstrap_support import REPO, torch_tree_hashes
+from support.bootstrap import REPO, torch_tree_hashes
 from orders import ORDERS, run_order
 
 pytestmark = [pytest.mark.cuda_assets, pytest.mark.wheel, pytest.mark.compile, pytest.mark.slow]

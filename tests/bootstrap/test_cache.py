@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from bootstrap_support import load_bootstrap
+from support.bootstrap import load_bootstrap
 
 load_bootstrap()
 from torch_fl_bootstrap import cache  # noqa: E402

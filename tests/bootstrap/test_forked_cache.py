@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from bootstrap_support import Venv, torch_tree_hashes
+from support.bootstrap import Venv, torch_tree_hashes
 
 pytestmark = [pytest.mark.wheel, pytest.mark.compile, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bootstrap_support import Venv, torch_tree_hashes
+from support.bootstrap import Venv, torch_tree_hashes
 from orders import ORDERS, run_order
 
 pytestmark = [pytest.mark.wheel, pytest.mark.compile, pytest.mark.slow]

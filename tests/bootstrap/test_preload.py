@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from bootstrap_support import BOOTSTRAP_SOURCE
+from support.bootstrap import BOOTSTRAP_SOURCE
 from support.elf import compile_c, read_dynamic
 
 pytestmark = pytest.mark.compile

@@ -4,7 +4,7 @@ Inductor compiles kernels in a pool of subprocesses (``TORCHINDUCTOR_WORKER_STAR
 a sidecar interpreter and its workers) that start from ``import torch`` like any
 interpreter, so whatever a bundle kind must do before torch loads must happen there
 too.  Each wheel is installed in a fresh stock-torch venv (the bootstrap tests'
-fixtures, tests/bootstrap/conftest.py); a graph is compiled on flagos with a cold
+fixtures, tests/support/bootstrap_fixtures.py); a graph is compiled on flagos with a cold
 inductor cache so its C++ kernel goes to the pool; every pool process must map the
 wheel's own libraries (for ``forked-libtorch``: its bundled core libraries, never the
 stock copies in torch/lib).  ``cuda-assets`` needs a GPU machine (its workers
@@ -14,27 +14,14 @@ a vendor SDK; ``none`` has nothing to load before torch.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
-BOOTSTRAP_DIR = Path(__file__).resolve().parents[1] / "bootstrap"
-sys.path.insert(0, str(BOOTSTRAP_DIR))
-
-from bootstrap_support import Venv  # noqa: E402
-from compile_support import COMPILE_IN_THE_POOL  # noqa: E402
-
-# The bootstrap tests' session fixtures (the wheels, a stock-torch venv, one venv per wheel), reused here.
-_spec = importlib.util.spec_from_file_location("bootstrap_venv_fixtures", BOOTSTRAP_DIR / "conftest.py")
-assert _spec is not None and _spec.loader is not None
-_fixtures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_fixtures)
-wheels, stock_venv, make_venv = _fixtures.wheels, _fixtures.stock_venv, _fixtures.make_venv
+from compile_support import COMPILE_IN_THE_POOL
+from support.bootstrap import Venv
 
 pytestmark = [pytest.mark.wheel, pytest.mark.compile, pytest.mark.slow]
 

@@ -1,4 +1,7 @@
-"""Fixtures of the bootstrap tests: the real host and host-forked wheels, each in a fresh stock-torch venv.
+"""Session fixtures of the real host and host-forked wheels, each in a fresh stock-torch venv.
+
+A plugin of the whole suite (tests/conftest.py), so that every area using them (the bootstrap tests, the
+compile workers' tests) shares one set of venvs: each holds a copy of torch (about 0.9 GB).
 
 The wheels are built once per session by ``torch-fl-build`` (or taken from
 ``FLAGOS_TEST_WHEEL_DIR``, the directory ``ci/build-wheel`` fills).  One venv
@@ -19,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bootstrap_support import REPO, Venv, site_packages, torch_tree_hashes
+from support.bootstrap import REPO, Venv, site_packages, torch_tree_hashes
 
 LOCAL_VERSION = {"host": "host", "host-forked": "host.forked"}
 

@@ -1,7 +1,5 @@
-"""What the bootstrap tests share besides fixtures (conftest.py): the bootstrap package imported
-from the source tree, a venv with one torch_fl wheel, the installed torch's file hashes.  A module
-of its own name: test modules import from it, never from conftest, which pytest may have bound to
-another folder's conftest.
+"""What the bootstrap tests share besides fixtures (bootstrap_fixtures.py): the bootstrap package imported
+from the source tree, a venv with one torch_fl wheel, the installed torch's file hashes.
 """
 
 from __future__ import annotations
