@@ -4,7 +4,8 @@ It has the shape of the real package's API (FlagGems 5.0.2): ``__version__``, ``
 of ``(aten op, function)`` pairs and ``enable(lib=..., unused=...)`` registering them for its device's
 dispatch key.  Its functions compute with torch on the tensors they get (CPU kernel views on the host
 platform) and check their device like FlagGems' ``device.type == "cuda"`` checks; they record each call
-in ``calls`` (name, the tensors' device types), so tests can see what ran where.  Some of them behave
+in ``calls`` (name, the tensors' device types), so tests can see what ran where; ``mul`` reads its inputs
+by address and strides, as FlagGems' kernels do.  Some of them behave
 like the failures the provider must survive: one always refuses, one calls torch again, one returns its
 input for a functional op, and the table holds factories, random ops, a decomposing op and an entry
 without a function, which flagos must not route.
@@ -12,6 +13,7 @@ without a function, which flagos must not route.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import torch
@@ -20,6 +22,8 @@ __version__ = "5.0.2+standin"
 device = "cpu"
 vendor_name = "standin"
 calls: list[tuple[str, tuple[str, ...]]] = []
+#: The strides of ``mul``'s tensor arguments, per call.
+strides: list[tuple[tuple[int, ...], ...]] = []
 #: A flagos tensor that ``mul`` multiplies first when set: a FlagGems function reaching flagos again.
 reenter: torch.Tensor | None = None
 
@@ -41,11 +45,22 @@ def add_(a: torch.Tensor, b: Any, *, alpha: Any = 1) -> torch.Tensor:
     return a.add_(b, alpha=alpha)
 
 
+def _by_address(t: Any) -> Any:
+    """``t`` as FlagGems' Triton kernels read it (its ``StridedBuffer``): the memory at ``t.data_ptr()``,
+    walked by ``t``'s sizes and strides; nothing else of the tensor object is used."""
+    if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.numel() == 0:
+        return t  # scalars (CPU wrapped numbers among them) are passed as values
+    extent = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    memory = (ctypes.c_char * (extent * t.element_size())).from_address(t.data_ptr())
+    return torch.frombuffer(memory, dtype=t.dtype).as_strided(t.shape, t.stride())
+
+
 def mul(a: torch.Tensor, b: Any) -> torch.Tensor:
     _check("mul", a, b)
+    strides.append(tuple(t.stride() for t in (a, b) if isinstance(t, torch.Tensor)))
     if reenter is not None:
         torch.mul(reenter, reenter)
-    return torch.mul(a, b)
+    return torch.mul(_by_address(a), _by_address(b))
 
 
 def mm_out(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:

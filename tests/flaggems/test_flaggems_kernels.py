@@ -35,6 +35,30 @@ def test_results_equal_the_cpu_and_flag_gems_sees_kernel_views(run_flagos) -> No
     assert out["devices"] == ["cpu"]  # kernel views, never flagos tensors
 
 
+def test_strided_and_expanded_views_reach_flag_gems_by_address_with_their_strides(run_flagos) -> None:
+    # The layouts FlagGems' kernels must read right (they take data_ptr() and strides): two slices of one
+    # tensor, with offsets and steps of 2, and a vector output's gradient, which autograd expands from the
+    # scalar loss (stride 0) before it reaches mul; the weights make every gradient entry distinct.
+    result = run_flagos("""
+        import torch, flag_gems
+        torch.manual_seed(0)
+        a = torch.randn(6, 6)
+        fa = a.to("flagos")
+        print("slices", torch.equal((fa[::2, 1::2] * fa[1::2, ::2]).cpu(), a[::2, 1::2] * a[1::2, ::2]))
+        x, w = torch.randn(7), torch.linspace(0.5, 1.5, 7)
+        fx = x.to("flagos").requires_grad_()
+        ((fx * 3) * w.to("flagos")).sum().backward()
+        cx = x.clone().requires_grad_()
+        ((cx * 3) * w).sum().backward()
+        print("gradient", torch.equal(fx.grad.cpu(), cx.grad))
+        print("strides", sorted(set(flag_gems.strides)))
+        """, USE_FLAGGEMS)
+    lines = result.stdout.splitlines()
+    assert "slices True" in lines and "gradient True" in lines, result.stdout
+    seen = result.stdout.split("strides ", 1)[1]
+    assert "((12, 2), (12, 2))" in seen and "((0,), (1,))" in seen, seen  # the layouts arrived as they are
+
+
 def test_in_place_and_out_results_are_the_flagos_tensors_written(run_flagos) -> None:
     result = run_flagos("""
         import torch, flag_gems
