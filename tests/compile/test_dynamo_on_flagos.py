@@ -66,6 +66,23 @@ def test_recompiles_on_a_new_shape_then_generalises() -> None:
     assert counter.frame_count == 3  # another device is another graph
 
 
+@pytest.mark.compile
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_evaluation_mode_batch_norm_compiles(backend: str) -> None:
+    # Its fake save_mean/save_invstd (per channel, as for every device but the CPU) are not the host
+    # platform's real ones (empty, as the CPU's kernel makes them): the graph must not depend on them.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
+    model.eval()
+    x = torch.randn(2, 3, 8, 8)
+    expected = model(x)
+    out = torch.compile(model.to("flagos"), backend=backend)(x.to("flagos"))
+    assert out.device.type == "flagos"
+    torch.testing.assert_close(out.cpu(), expected, atol=2e-5, rtol=1e-4)
+
+
 def test_a_compile_failure_names_the_op_and_does_not_fall_back() -> None:
     @torch.library.custom_op("torch_fl_compile_tests::flagos_only", mutates_args=(), device_types="flagos")
     def flagos_only(x: torch.Tensor) -> torch.Tensor:
