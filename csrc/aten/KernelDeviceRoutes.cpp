@@ -30,7 +30,7 @@ namespace torch_fl::aten {
 // device memory (host): there the generic path reaches the same kernel through
 // its out= variant without that copy.  Ops returning views keep the generic
 // path (it builds them from flagos's own view ops).  The set is read from the
-// dispatcher, never kept by hand.
+// dispatcher; the one hand-kept rule is generic_kernel_names_its_devices().
 namespace {
 
 at::Tensor to_copy_on_kernel_device(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
@@ -68,12 +68,18 @@ bool returns_view(const c10::FunctionSchema& schema) {
   return false;
 }
 
+// Out= forms whose only kernel is generic (CompositeExplicitAutograd) and accepts only the device types it
+// names ("mode only supports CPU, CUDA and XPU device type"): on flagos they would raise although the kernel
+// device runs them.  tests/opinfo/test_out_variants.py finds such ops across PyTorch's OpInfo database.
+bool generic_kernel_names_its_devices(const c10::OperatorName& name) {
+  return name.name == "aten::mode" && name.overload_name == "values";
+}
+
 bool routes_to_kernel_device(const c10::OperatorHandle& op, c10::DispatchKey kernel_key, bool adopt_results) {
   using c10::DispatchKey;
-  if (op.hasKernelForDispatchKey(DispatchKey::PrivateUse1) || !op.hasKernelForDispatchKey(kernel_key) ||
-      returns_view(op.schema())) {
-    return false;
-  }
+  if (op.hasKernelForDispatchKey(DispatchKey::PrivateUse1) || returns_view(op.schema())) return false;
+  if (generic_kernel_names_its_devices(op.operator_name())) return true;
+  if (!op.hasKernelForDispatchKey(kernel_key)) return false;
   if (op.hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutograd) ||
       op.hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd)) {
     return true;

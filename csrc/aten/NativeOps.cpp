@@ -108,16 +108,21 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   const auto sizes = C10_AS_INTARRAYREF_SLOW(size);
   for (auto s : sizes) TORCH_CHECK(s >= 0, "resize_: negative size ", s, " in ", sizes);
+  TORCH_CHECK(!memory_format.has_value() || *memory_format != c10::MemoryFormat::Preserve,
+              "Unsupported memory format", *memory_format);
   auto* impl = self.unsafeGetTensorImpl();
-  // Grow the storage first, so that a failed allocation leaves `self` as it was.
-  int64_t numel = 1;
-  for (auto s : sizes) numel *= s;
-  const size_t needed = static_cast<size_t>(numel + self.storage_offset()) * self.itemsize();
-  if (numel > 0 && needed > self.storage().nbytes()) resize_storage(self.storage(), needed);
-  impl->set_sizes_contiguous(sizes);
-  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
-    impl->empty_tensor_restride(*memory_format);
+  // As the CPU's and CUDA's resize_: the same sizes keep the tensor's strides.  Composite out=
+  // implementations resize their `out` before copying into it (softmax's, log_softmax's), and
+  // a strided window of a larger tensor made contiguous would be written over its neighbours.
+  if (impl->sizes() != sizes) {
+    // Grow the storage first, so that a failed allocation leaves `self` as it was.
+    int64_t numel = 1;
+    for (auto s : sizes) numel *= s;
+    const size_t needed = static_cast<size_t>(numel + self.storage_offset()) * self.itemsize();
+    if (numel > 0 && needed > self.storage().nbytes()) resize_storage(self.storage(), needed);
+    impl->set_sizes_contiguous(sizes);
   }
+  if (memory_format.has_value()) impl->empty_tensor_restride(*memory_format);
   return self;
 }
 

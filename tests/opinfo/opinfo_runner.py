@@ -21,6 +21,7 @@ import functools
 from pathlib import Path
 import warnings
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -69,6 +70,20 @@ def case_ids(*, inplace: bool = False) -> list[str]:
             continue
         supported = op.supported_dtypes("cpu")
         out.extend(f"{name}-{DTYPE_NAMES[d]}" for d in DTYPES if d in supported)
+    return out
+
+
+def one_dtype_case_ids(keep: Callable[[Any], bool] = lambda _op: True) -> list[str]:
+    """One case per OpInfo that ``keep`` accepts: float32 where its CPU kernels have it, else the first of
+    DTYPES they have (the tiers that check what does not depend on the dtype: metadata, out= handling)."""
+    out = []
+    for name, op in op_db().items():
+        if not keep(op):
+            continue
+        supported = op.supported_dtypes("cpu")
+        dtype = torch.float32 if torch.float32 in supported else next((d for d in DTYPES if d in supported), None)
+        if dtype is not None:
+            out.append(f"{name}-{DTYPE_NAMES[dtype]}")
     return out
 
 

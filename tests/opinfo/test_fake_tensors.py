@@ -33,21 +33,11 @@ import torch_fl  # noqa: E402,F401  (registers the device)
 from expected_failures import EXPECTED_FAKE_MISMATCHES  # noqa: E402
 from torch.testing._internal.opinfo.core import SampleInput  # noqa: E402
 
-from opinfo_runner import DTYPE_NAMES, DTYPES, _error, _samples, _to_device, op_db  # noqa: E402
+from opinfo_runner import _error, _samples, _to_device, one_dtype_case_ids, parse_case  # noqa: E402
 
 pytestmark = pytest.mark.opinfo
 
 OK = "ok"
-
-
-def _case_ids() -> list[str]:
-    ids = []
-    for name, op in op_db().items():
-        supported = op.supported_dtypes("cpu")
-        dtype = torch.float32 if torch.float32 in supported else next((d for d in DTYPES if d in supported), None)
-        if dtype is not None:
-            ids.append(f"{name}-{DTYPE_NAMES[dtype]}")
-    return ids
 
 
 def _outcome(op: Any, sample: Any, device: str) -> tuple[str, str]:
@@ -86,7 +76,7 @@ def _outcome(op: Any, sample: Any, device: str) -> tuple[str, str]:
 
 def _params() -> list[object]:
     params: list[object] = []
-    for case_id in _case_ids():
+    for case_id in one_dtype_case_ids():
         reason = EXPECTED_FAKE_MISMATCHES.get(case_id.rpartition("-")[0])
         marks = [pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError)] if reason else []
         params.append(pytest.param(case_id, id=case_id, marks=marks))
@@ -95,8 +85,7 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize("case_id", _params())
 def test_fake_results_describe_the_real_ones(case_id: str) -> None:
-    name, _, dtype_name = case_id.rpartition("-")
-    op, dtype = op_db()[name], next(d for d, n in DTYPE_NAMES.items() if n == dtype_name)
+    op, dtype = parse_case(case_id)
     compared = 0
     for k, sample in enumerate(_samples(op, dtype)):
         if _outcome(op, sample, "cpu") != (OK, ""):

@@ -77,6 +77,24 @@ def test_out_variants_including_resize() -> None:
     torch.testing.assert_close(s.cpu(), a.sum())
 
 
+def test_resize_to_the_same_sizes_keeps_the_strides() -> None:
+    # PyTorch's composite out= forms resize their `out` before copying into it: a window of a larger
+    # tensor must stay a window, or the copy writes over the tensor around it.
+    base = torch.full((4, 6), 7.0, device="flagos")
+    window = base[:, ::2]
+    assert window.resize_(4, 3) is window and window.stride() == (6, 2)
+    x = torch.randn(4, 3)
+    torch.softmax(x.to("flagos"), 1, out=window)
+    expected = torch.full((4, 6), 7.0)
+    expected[:, ::2] = torch.softmax(x, 1)
+    torch.testing.assert_close(base.cpu(), expected)
+    assert window.resize_(2, 2).is_contiguous()  # new sizes: contiguous, as on the CPU
+    channels_last = torch.empty(2, 3, 4, 5, device="flagos").resize_(2, 3, 4, 5, memory_format=torch.channels_last)
+    assert channels_last.stride() == torch.empty(2, 3, 4, 5).resize_(2, 3, 4, 5, memory_format=torch.channels_last).stride()
+    with pytest.raises(RuntimeError, match="Unsupported memory format"):
+        window.resize_(2, 2, memory_format=torch.preserve_format)
+
+
 def test_matrix_product_out_variants_write_the_given_tensor() -> None:
     # The out= forms inductor's generated code calls, into a transposed (non-contiguous) and a resized out.
     bias, a, b = torch.randn(5), torch.randn(4, 3), torch.randn(3, 5)
