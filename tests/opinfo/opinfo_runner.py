@@ -17,11 +17,12 @@ result pickles with ``torch.save``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from pathlib import Path
 import warnings
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -275,6 +276,12 @@ def prepare_case(case_id: str, samples: list[tuple[Any, Any, Any]] | None = None
             for k, (inp, args, kwargs) in enumerate(samples)
         ]
     return PreparedCase(case_id, op, supports_backward(op, dtype), own)
+
+
+def noncontiguous(case: PreparedCase) -> PreparedCase:
+    """The case with every tensor of its samples made non-contiguous, the same values (test_ops.py's
+    test_noncontiguous_samples does this for PyTorch's own backends)."""
+    return dataclasses.replace(case, samples=[s.noncontiguous() for s in case.samples])
 
 
 def run_prepared(case: PreparedCase, device: str, *, inplace: bool = False) -> CaseResult:

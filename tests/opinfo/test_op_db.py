@@ -17,7 +17,17 @@ import torch  # noqa: E402
 import torch_fl  # noqa: E402,F401  (registers the device)
 
 from expected_failures import EXPECTED_ERRORS, EXPECTED_MISMATCHES  # noqa: E402
-from opinfo_runner import case_ids, compare, op_id, parse_case, run_case  # noqa: E402
+from opinfo_runner import (  # noqa: E402
+    case_ids,
+    compare,
+    noncontiguous,
+    one_dtype_case_ids,
+    op_id,
+    parse_case,
+    prepare_case,
+    run_case,
+    run_prepared,
+)
 
 pytestmark = pytest.mark.opinfo
 
@@ -51,6 +61,13 @@ def test_flagos_matches_cpu(case_id: str) -> None:
 def test_inplace_variant_matches_cpu(case_id: str) -> None:
     """``x.add_(...)`` and friends write what the CPU writes (no autograd: a copy of the input is written)."""
     compare(run_case(case_id, "flagos", inplace=True), run_case(case_id, "cpu", inplace=True))
+
+
+@pytest.mark.parametrize("case_id", one_dtype_case_ids(lambda op: op_id(op) not in EXPECTED_ERRORS))
+def test_noncontiguous_samples_match_cpu(case_id: str) -> None:
+    """Every tensor of the samples non-contiguous (one dtype per op): kernel views carry the strides."""
+    case = noncontiguous(prepare_case(case_id))
+    compare(run_prepared(case, "flagos"), run_prepared(case, "cpu"))
 
 
 def test_every_supported_dtype_is_a_case() -> None:
