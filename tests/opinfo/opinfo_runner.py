@@ -206,6 +206,36 @@ def _run_sample(op: Any, sample: Any, device: str, backward: bool, inplace: bool
     return result
 
 
+def second_order_grads(op: Any, sample: Any, device: str) -> list[torch.Tensor | None] | str | None:
+    """Gradients of a weighted sum of the sample's first-order gradients (taken with ``create_graph``) with
+    respect to its inputs and the output gradients, as CPU tensors; an error as its line; None where the
+    sample has no differentiable output or no first-order gradient that depends on the inputs."""
+    moved = _to_device(sample, device)
+    gen = torch.Generator().manual_seed(SEED + 2)
+    with warnings.catch_warnings():  # as _run_quietly
+        warnings.simplefilter("ignore")
+        try:
+            _seed(device, SEED)
+            out = moved.output_process_fn_grad(op(moved.input, *moved.args, **moved.kwargs))
+            inputs = [t for t in _leaves((moved.input, moved.args, moved.kwargs))
+                      if isinstance(t, torch.Tensor) and t.requires_grad]
+            outputs = [t for t in _leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad
+                       and (t.is_floating_point() or t.is_complex())]
+            if not inputs or not outputs:
+                return None
+            grad_outputs = [torch.randn(o.shape, dtype=o.dtype, generator=gen).to(o.device).requires_grad_()
+                            for o in outputs]
+            grads = torch.autograd.grad(outputs, inputs, grad_outputs, create_graph=True, allow_unused=True)
+            differentiable = [g for g in grads if g is not None and g.requires_grad]
+            if not differentiable:
+                return None
+            weights = [torch.randn(g.shape, dtype=g.dtype, generator=gen).to(g.device) for g in differentiable]
+            second = torch.autograd.grad(differentiable, inputs + grad_outputs, weights, allow_unused=True)
+        except Exception as e:  # noqa: BLE001 - the error is the result; the reference decides whether it counts
+            return _error(e)
+    return [None if g is None else _to_cpu(g) for g in second]
+
+
 def export_samples(case_id: str) -> list[tuple[Any, tuple[Any, ...], dict[str, Any]]]:
     """The case's sample inputs as plain data (input, args, kwargs), for a reference in another interpreter,
     whose own OpInfo database may generate other values: it computes on exactly these."""

@@ -18,6 +18,7 @@ import torch_fl  # noqa: E402,F401  (registers the device)
 
 from expected_failures import EXPECTED_ERRORS, EXPECTED_MISMATCHES  # noqa: E402
 from opinfo_runner import (  # noqa: E402
+    _samples,
     case_ids,
     compare,
     noncontiguous,
@@ -27,6 +28,8 @@ from opinfo_runner import (  # noqa: E402
     prepare_case,
     run_case,
     run_prepared,
+    second_order_grads,
+    supports_backward,
 )
 
 pytestmark = pytest.mark.opinfo
@@ -68,6 +71,29 @@ def test_noncontiguous_samples_match_cpu(case_id: str) -> None:
     """Every tensor of the samples non-contiguous (one dtype per op): kernel views carry the strides."""
     case = noncontiguous(prepare_case(case_id))
     compare(run_prepared(case, "flagos"), run_prepared(case, "cpu"))
+
+
+@pytest.mark.parametrize("case_id", one_dtype_case_ids(
+    lambda op: op.supports_gradgrad and op.supports_autograd and op_id(op) not in EXPECTED_ERRORS))
+def test_second_order_gradients_match_cpu(case_id: str) -> None:
+    """Gradients of gradients (gradient penalties, meta-learning), one dtype per op."""
+    op, dtype = parse_case(case_id)
+    if not supports_backward(op, dtype):
+        pytest.skip(f"no autograd for {dtype} on the CPU")
+    compared = 0
+    for k, sample in enumerate(_samples(op, dtype)):
+        expected = second_order_grads(op, sample, "cpu")
+        if not isinstance(expected, list):
+            continue  # no second-order gradient here, or the CPU rejects the sample
+        actual = second_order_grads(op, sample, "flagos")
+        assert isinstance(actual, list), f"sample {k}: the CPU computed it, flagos gave {actual!r}"
+        for j, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert (a is None) == (e is None), f"sample {k} gradient {j}: {a is None=} {e is None=}"
+            if e is not None:
+                torch.testing.assert_close(a, e, equal_nan=True, msg=lambda m, k=k, j=j: f"sample {k} gradient {j}: {m}")
+        compared += 1
+    if not compared:
+        pytest.skip("no sample has a second-order gradient")
 
 
 def test_every_supported_dtype_is_a_case() -> None:
