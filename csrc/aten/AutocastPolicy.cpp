@@ -1,93 +1,59 @@
-// The autocast policy of torch.autocast("flagos"): the AutocastPrivateUse1
-// registrations, which ops run in the autocast dtype, in float32, or in the
-// widest input dtype.
+// The autocast policy of torch.autocast("flagos"): CUDA's, op for op.
+//
+// PyTorch keeps each policy's op list in a macro (ATen/autocast_mode.h: "so other backends can
+// reuse the policy op list") and registers CUDA's autocast from them; flagos registers the same
+// lists for AutocastPrivateUse1, so a model that autocasts on CUDA computes in the same dtypes on
+// flagos, whichever torch release the plugin is built against.  tests/torch_fl/test_autocast.py
+// checks that the ops covered are exactly CUDA's.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
 namespace torch_fl::aten {
 
-// Autocast: ops not listed keep their dtype.  The lists follow PyTorch's CUDA
-// policy (aten/src/ATen/autocast_mode.cpp) for the ops a model commonly hits.
+namespace {
+
+// CUDA's autocast refuses binary_cross_entropy (its kernel there is not safe in float16); its
+// function for that is internal to libtorch, so flagos has its own.
+at::Tensor binary_cross_entropy_refused(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                        int64_t) {
+  TORCH_CHECK(false,
+              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast (as on CUDA); "
+              "use torch.nn.functional.binary_cross_entropy_with_logits or torch.nn.BCEWithLogitsLoss, which "
+              "combine the sigmoid and the loss and are safe to autocast, or compute this loss outside autocast "
+              "on float32 inputs");
+}
+
+}  // namespace
+
+#define FLAGOS_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define FLAGOS_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define FLAGOS_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define FLAGOS_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+
+// AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE writes its signatures with ATen's names unqualified.
+using at::IntArrayRef;
+using at::Scalar;
+using at::ScalarType;
+using at::Tensor;
+
+// Ops in none of the lists keep their dtype.
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
-  // lower_precision_fp: run in the autocast dtype
-  KERNEL_PRIVATEUSEONE(_convolution, deprecated, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(_convolution, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv1d, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv2d, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv3d, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv_transpose1d, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv_transpose2d, input, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv_transpose3d, input, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(convolution, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(matmul, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(mm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(bmm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(addmm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(addbmm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(baddbmm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(addmv, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(addr, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(mv, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(linear, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(prelu, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(scaled_dot_product_attention, lower_precision_fp)
-  // fp32: numerically sensitive, run in float32
-  KERNEL_PRIVATEUSEONE(acos, fp32)
-  KERNEL_PRIVATEUSEONE(asin, fp32)
-  KERNEL_PRIVATEUSEONE(cosh, fp32)
-  KERNEL_PRIVATEUSEONE(erfinv, fp32)
-  KERNEL_PRIVATEUSEONE(exp, fp32)
-  KERNEL_PRIVATEUSEONE(expm1, fp32)
-  KERNEL_PRIVATEUSEONE(log, fp32)
-  KERNEL_PRIVATEUSEONE(log10, fp32)
-  KERNEL_PRIVATEUSEONE(log2, fp32)
-  KERNEL_PRIVATEUSEONE(log1p, fp32)
-  KERNEL_PRIVATEUSEONE(reciprocal, fp32)
-  KERNEL_PRIVATEUSEONE(rsqrt, fp32)
-  KERNEL_PRIVATEUSEONE(sinh, fp32)
-  KERNEL_PRIVATEUSEONE(tan, fp32)
-  KERNEL_PRIVATEUSEONE(pow, Tensor_Scalar, fp32)
-  KERNEL_PRIVATEUSEONE(pow, Tensor_Tensor, fp32)
-  KERNEL_PRIVATEUSEONE(pow, Scalar, fp32)
-  KERNEL_PRIVATEUSEONE(softplus, fp32)
-  KERNEL_PRIVATEUSEONE(layer_norm, fp32)
-  KERNEL_PRIVATEUSEONE(group_norm, fp32)
-  KERNEL_PRIVATEUSEONE(norm, Scalar, fp32)
-  KERNEL_PRIVATEUSEONE(norm, ScalarOpt_dim, fp32)
-  KERNEL_PRIVATEUSEONE(cosine_similarity, fp32)
-  KERNEL_PRIVATEUSEONE(cosine_embedding_loss, fp32)
-  KERNEL_PRIVATEUSEONE(nll_loss, fp32)
-  KERNEL_PRIVATEUSEONE(nll_loss2d, fp32)
-  KERNEL_PRIVATEUSEONE(hinge_embedding_loss, fp32)
-  KERNEL_PRIVATEUSEONE(kl_div, fp32)
-  KERNEL_PRIVATEUSEONE(l1_loss, fp32)
-  KERNEL_PRIVATEUSEONE(smooth_l1_loss, fp32)
-  KERNEL_PRIVATEUSEONE(huber_loss, fp32)
-  KERNEL_PRIVATEUSEONE(mse_loss, fp32)
-  KERNEL_PRIVATEUSEONE(margin_ranking_loss, fp32)
-  KERNEL_PRIVATEUSEONE(soft_margin_loss, fp32)
-  KERNEL_PRIVATEUSEONE(binary_cross_entropy_with_logits, fp32)
-  KERNEL_PRIVATEUSEONE(dist, fp32)
-  KERNEL_PRIVATEUSEONE(cdist, fp32)
-  KERNEL_PRIVATEUSEONE(renorm, fp32)
-  KERNEL_PRIVATEUSEONE(logsumexp, fp32)
-  KERNEL_PRIVATEUSEONE(softmax, int, fp32)
-  KERNEL_PRIVATEUSEONE(log_softmax, int, fp32)
-  KERNEL_PRIVATEUSEONE(cross_entropy_loss, fp32)
-  KERNEL_PRIVATEUSEONE(cumsum, fp32)
-  KERNEL_PRIVATEUSEONE(cumprod, fp32)
-  KERNEL_PRIVATEUSEONE(sum, fp32)
-  KERNEL_PRIVATEUSEONE(prod, fp32)
-  // promote: run in the widest input dtype
-  KERNEL_PRIVATEUSEONE(cat, promote)
-  KERNEL_PRIVATEUSEONE(stack, promote)
-  KERNEL_PRIVATEUSEONE(addcdiv, promote)
-  KERNEL_PRIVATEUSEONE(addcmul, promote)
-  KERNEL_PRIVATEUSEONE(atan2, promote)
-  KERNEL_PRIVATEUSEONE(index_put, promote)
-  KERNEL_PRIVATEUSEONE(scatter_add, promote)
+  AT_FORALL_LOWER_PRECISION_FP(FLAGOS_LOWER_PRECISION_FP)
+  AT_FORALL_FP32(FLAGOS_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(FLAGOS_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+  AT_FORALL_PROMOTE(FLAGOS_PROMOTE)
+  // Listed by CUDA's registration apart from the shared lists; the cuda platform runs them.
+  KERNEL_PRIVATEUSEONE(cudnn_convolution, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(cudnn_convolution_transpose, lower_precision_fp)
+  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binary_cross_entropy_refused));
 }
+
+#undef FLAGOS_LOWER_PRECISION_FP
+#undef FLAGOS_FP32
+#undef FLAGOS_FP32_SET_OPT_DTYPE
+#undef FLAGOS_PROMOTE
 
 }  // namespace torch_fl::aten
