@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch.utils import _pytree as pytree
 
 DTYPES: tuple[torch.dtype, ...] = (
@@ -234,6 +235,30 @@ def second_order_grads(op: Any, sample: Any, device: str) -> list[torch.Tensor |
         except Exception as e:  # noqa: BLE001 - the error is the result; the reference decides whether it counts
             return _error(e)
     return [None if g is None else _to_cpu(g) for g in second]
+
+
+def forward_ad(op: Any, sample: Any, device: str) -> list[tuple[torch.Tensor, torch.Tensor | None]] | str:
+    """Forward-mode AD (jvp): each tensor result's primal and tangent as CPU tensors, with a fixed random
+    tangent for every floating input that requires grad; an error as its line."""
+    moved = _to_device(sample, device)
+    gen = torch.Generator().manual_seed(SEED + 3)
+
+    def dual(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        if t.requires_grad and (t.is_floating_point() or t.is_complex()):
+            return fwAD.make_dual(t.detach(), torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device))
+        return t.detach()
+
+    with warnings.catch_warnings(), fwAD.dual_level():  # as _run_quietly
+        warnings.simplefilter("ignore")
+        try:
+            _seed(device, SEED)
+            out = op(dual(moved.input), *pytree.tree_map(dual, moved.args), **pytree.tree_map(dual, moved.kwargs))
+            unpacked = [fwAD.unpack_dual(o) for o in _leaves(out) if isinstance(o, torch.Tensor)]
+        except Exception as e:  # noqa: BLE001 - the error is the result; the reference decides whether it counts
+            return _error(e)
+        return [(_to_cpu(primal), None if tangent is None else _to_cpu(tangent)) for primal, tangent in unpacked]
 
 
 def export_samples(case_id: str) -> list[tuple[Any, tuple[Any, ...], dict[str, Any]]]:

@@ -21,6 +21,7 @@ from opinfo_runner import (  # noqa: E402
     _samples,
     case_ids,
     compare,
+    forward_ad,
     noncontiguous,
     one_dtype_case_ids,
     op_id,
@@ -94,6 +95,29 @@ def test_second_order_gradients_match_cpu(case_id: str) -> None:
         compared += 1
     if not compared:
         pytest.skip("no sample has a second-order gradient")
+
+
+@pytest.mark.parametrize("case_id", one_dtype_case_ids(
+    lambda op: op.supports_forward_ad and op_id(op) not in EXPECTED_ERRORS))
+def test_forward_mode_gradients_match_cpu(case_id: str) -> None:
+    """torch.autograd.forward_ad (jvp, torch.func.jvp's engine), one dtype per op: primals and tangents."""
+    op, dtype = parse_case(case_id)
+    compared = 0
+    for k, sample in enumerate(_samples(op, dtype)):
+        expected = forward_ad(op, sample, "cpu")
+        if isinstance(expected, str):
+            continue  # the CPU rejects the sample
+        actual = forward_ad(op, sample, "flagos")
+        assert not isinstance(actual, str), f"sample {k}: the CPU computed it, flagos raised {actual}"
+        for j, ((primal, tangent), (cpu_primal, cpu_tangent)) in enumerate(zip(actual, expected, strict=True)):
+            torch.testing.assert_close(primal, cpu_primal, equal_nan=True, msg=lambda m, k=k, j=j: f"sample {k} result {j}: {m}")
+            assert (tangent is None) == (cpu_tangent is None), f"sample {k} result {j}: a tangent on one device only"
+            if cpu_tangent is not None:
+                torch.testing.assert_close(tangent, cpu_tangent, equal_nan=True,
+                                           msg=lambda m, k=k, j=j: f"sample {k} tangent {j}: {m}")
+        compared += 1
+    if not compared:
+        pytest.skip("the CPU rejects every sample")
 
 
 def test_every_supported_dtype_is_a_case() -> None:
