@@ -77,7 +77,8 @@ def case_ids(*, inplace: bool = False) -> list[str]:
 
 def one_dtype_case_ids(keep: Callable[[Any], bool] = lambda _op: True) -> list[str]:
     """One case per OpInfo that ``keep`` accepts: float32 where its CPU kernels have it, else the first of
-    DTYPES they have (the tiers that check what does not depend on the dtype: metadata, out= handling)."""
+    DTYPES they have: the tiers that run once per op (fake tensors, out=, non-contiguous samples, forward-mode
+    and second-order gradients)."""
     out = []
     for name, op in op_db().items():
         if not keep(op):

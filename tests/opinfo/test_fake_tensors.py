@@ -27,12 +27,11 @@ from torch._subclasses.fake_tensor import (  # noqa: E402
     DynamicOutputShapeException,
     FakeTensorMode,
 )
+from torch.testing._internal.opinfo.core import SampleInput  # noqa: E402
 
 import torch_fl  # noqa: E402,F401  (registers the device)
 
 from expected_failures import EXPECTED_FAKE_MISMATCHES  # noqa: E402
-from torch.testing._internal.opinfo.core import SampleInput  # noqa: E402
-
 from opinfo_runner import _error, _samples, _to_device, one_dtype_case_ids, parse_case  # noqa: E402
 
 pytestmark = pytest.mark.opinfo

@@ -91,7 +91,8 @@ def test_second_order_gradients_match_cpu(case_id: str) -> None:
         for j, (a, e) in enumerate(zip(actual, expected, strict=True)):
             assert (a is None) == (e is None), f"sample {k} gradient {j}: {a is None=} {e is None=}"
             if e is not None:
-                torch.testing.assert_close(a, e, equal_nan=True, msg=lambda m, k=k, j=j: f"sample {k} gradient {j}: {m}")
+                torch.testing.assert_close(a, e, equal_nan=True,
+                                           msg=lambda m, k=k, j=j: f"sample {k} gradient {j}: {m}")
         compared += 1
     if not compared:
         pytest.skip("no sample has a second-order gradient")
@@ -110,7 +111,8 @@ def test_forward_mode_gradients_match_cpu(case_id: str) -> None:
         actual = forward_ad(op, sample, "flagos")
         assert not isinstance(actual, str), f"sample {k}: the CPU computed it, flagos raised {actual}"
         for j, ((primal, tangent), (cpu_primal, cpu_tangent)) in enumerate(zip(actual, expected, strict=True)):
-            torch.testing.assert_close(primal, cpu_primal, equal_nan=True, msg=lambda m, k=k, j=j: f"sample {k} result {j}: {m}")
+            torch.testing.assert_close(primal, cpu_primal, equal_nan=True,
+                                       msg=lambda m, k=k, j=j: f"sample {k} result {j}: {m}")
             assert (tangent is None) == (cpu_tangent is None), f"sample {k} result {j}: a tangent on one device only"
             if cpu_tangent is not None:
                 torch.testing.assert_close(tangent, cpu_tangent, equal_nan=True,

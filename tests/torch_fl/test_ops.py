@@ -89,8 +89,10 @@ def test_resize_to_the_same_sizes_keeps_the_strides() -> None:
     expected[:, ::2] = torch.softmax(x, 1)
     torch.testing.assert_close(base.cpu(), expected)
     assert window.resize_(2, 2).is_contiguous()  # new sizes: contiguous, as on the CPU
-    channels_last = torch.empty(2, 3, 4, 5, device="flagos").resize_(2, 3, 4, 5, memory_format=torch.channels_last)
-    assert channels_last.stride() == torch.empty(2, 3, 4, 5).resize_(2, 3, 4, 5, memory_format=torch.channels_last).stride()
+    # A memory format restrides even at the same sizes, as on the CPU.
+    same_sizes = (2, 3, 4, 5)
+    restrided = torch.empty(same_sizes, device="flagos").resize_(same_sizes, memory_format=torch.channels_last)
+    assert restrided.stride() == torch.empty(same_sizes).resize_(same_sizes, memory_format=torch.channels_last).stride()
     with pytest.raises(RuntimeError, match="Unsupported memory format"):
         window.resize_(2, 2, memory_format=torch.preserve_format)
 

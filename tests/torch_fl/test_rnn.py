@@ -5,6 +5,8 @@ flagos has its own (csrc/aten/HostRnnCells.cpp), which these tests hold to the C
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from torch import nn
@@ -12,36 +14,38 @@ from torch import nn
 import torch_fl  # noqa: F401
 
 
-def _leaves_grads(module: nn.Module, tensors: list[torch.Tensor]) -> list[torch.Tensor | None]:
+def _grads(module: nn.Module, tensors: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """The gradients of the module's parameters, then of ``tensors``, on the CPU."""
     return [None if p.grad is None else p.grad.cpu() for p in [*module.parameters(), *tensors]]
 
 
-def _run(module: nn.Module, device: str, inputs: list[torch.Tensor | None], loss_of) -> tuple[list, list]:  # noqa: ANN001
+def _run(module: nn.Module, device: str, inputs: list[torch.Tensor],
+         loss_of: Callable[..., list[torch.Tensor]]) -> tuple[list, list]:
     torch.manual_seed(0)
     moved = module.to(device)
-    leaves = [None if t is None else t.detach().to(device).requires_grad_() for t in inputs]
+    leaves = [t.detach().to(device).requires_grad_() for t in inputs]
     outputs = loss_of(moved, *leaves)
     sum((o.float() * torch.linspace(0.5, 1.5, o.numel(), device=device).reshape(o.shape)).sum()
         for o in outputs).backward()
-    grads = _leaves_grads(moved, [t for t in leaves if t is not None])
-    return [o.detach().cpu() for o in outputs], grads
+    return [o.detach().cpu() for o in outputs], _grads(moved, leaves)
 
 
-def _assert_same(actual: tuple[list, list], expected: tuple[list, list], **tol: float) -> None:
+def _assert_same(actual: tuple[list, list], expected: tuple[list, list]) -> None:
     for k, (a, e) in enumerate(zip(actual[0], expected[0], strict=True)):
-        torch.testing.assert_close(a, e, msg=lambda m, k=k: f"output {k}: {m}", **tol)
+        torch.testing.assert_close(a, e, msg=lambda m, k=k: f"output {k}: {m}")
     for k, (a, e) in enumerate(zip(actual[1], expected[1], strict=True)):
         assert (a is None) == (e is None), f"gradient {k}"
         if e is not None:
-            torch.testing.assert_close(a, e, msg=lambda m, k=k: f"gradient {k}: {m}", **tol)
+            torch.testing.assert_close(a, e, msg=lambda m, k=k: f"gradient {k}: {m}")
 
 
-def _compare(make, inputs, loss_of, **tol: float) -> None:  # noqa: ANN001
+def _compare(make: Callable[[], nn.Module], inputs: list[torch.Tensor],
+             loss_of: Callable[..., list[torch.Tensor]]) -> None:
     torch.manual_seed(1)
     cpu_module = make()
     flagos_module = make()
     flagos_module.load_state_dict(cpu_module.state_dict())
-    _assert_same(_run(flagos_module, "flagos", inputs, loss_of), _run(cpu_module, "cpu", inputs, loss_of), **tol)
+    _assert_same(_run(flagos_module, "flagos", inputs, loss_of), _run(cpu_module, "cpu", inputs, loss_of))
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
