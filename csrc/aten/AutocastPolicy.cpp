@@ -30,7 +30,9 @@ at::Tensor binary_cross_entropy_refused(const at::Tensor&, const at::Tensor&, co
 #define FLAGOS_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
 #define FLAGOS_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
 
-// AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE writes its signatures with ATen's names unqualified.
+// AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE writes its signatures with ATen's names unqualified
+// (DimnameList: releases before 2.13 also list norm's named-dimension overload).
+using at::DimnameList;
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
