@@ -30,13 +30,10 @@ at::Tensor binary_cross_entropy_refused(const at::Tensor&, const at::Tensor&, co
 #define FLAGOS_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
 #define FLAGOS_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
 
-// AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE writes its signatures with ATen's names unqualified
-// (DimnameList: releases before 2.13 also list norm's named-dimension overload).
-using at::DimnameList;
-using at::IntArrayRef;
-using at::Scalar;
-using at::ScalarType;
-using at::Tensor;
+// AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE writes its signatures with ATen's names unqualified, as
+// PyTorch's own registration sees them (inside namespace at); which names depends on the release
+// (DimnameList only where named tensors still exist).
+using namespace at;  // NOLINT(google-build-using-namespace)
 
 // Ops in none of the lists keep their dtype.
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
@@ -45,6 +47,18 @@ bool is_block_copy(const at::Tensor& src, const at::Tensor& dst) {
          !dst.is_neg();
 }
 
+// Under torch.use_deterministic_algorithms(True) PyTorch fills the new memory of empty tensors and of
+// resize_ with NaN (or the integer maximum) on the CPU and CUDA, so that reading it shows; so does flagos.
+bool fills_new_memory() {
+  const auto& context = at::globalContext();
+  return context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory();
+}
+
+at::Tensor filled_if_deterministic(at::Tensor t) {
+  if (C10_UNLIKELY(fills_new_memory())) at::native::fill_empty_deterministic_(t);
+  return t;
+}
+
 }  // namespace
 
 std::string sparse_layout_advice(c10::Layout layout) {
@@ -70,8 +84,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   check_strided(layout, pin_memory);
   const auto where = resolve_device(device);
   const c10::DeviceGuard guard(where);
-  return at::detail::empty_generic(size, &device_allocator(), kFlagosKeys, c10::dtype_or_default(dtype),
-                                   memory_format);
+  return filled_if_deterministic(at::detail::empty_generic(size, &device_allocator(), kFlagosKeys,
+                                                           c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -80,8 +94,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   check_strided(layout, pin_memory);
   const auto where = resolve_device(device);
   const c10::DeviceGuard guard(where);
-  return at::detail::empty_strided_generic(size, stride, &device_allocator(), kFlagosKeys,
-                                           c10::dtype_or_default(dtype));
+  return filled_if_deterministic(at::detail::empty_strided_generic(size, stride, &device_allocator(), kFlagosKeys,
+                                                                   c10::dtype_or_default(dtype)));
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
@@ -116,11 +130,13 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
   // a strided window of a larger tensor made contiguous would be written over its neighbours.
   if (impl->sizes() != sizes) {
     // Grow the storage first, so that a failed allocation leaves `self` as it was.
+    const auto old_nbytes = static_cast<int64_t>(self.storage().nbytes());
     int64_t numel = 1;
     for (auto s : sizes) numel *= s;
     const size_t needed = static_cast<size_t>(numel + self.storage_offset()) * self.itemsize();
     if (numel > 0 && needed > self.storage().nbytes()) resize_storage(self.storage(), needed);
     impl->set_sizes_contiguous(sizes);
+    if (C10_UNLIKELY(fills_new_memory())) at::native::fill_resize_deterministic_(self, old_nbytes);
   }
   if (memory_format.has_value()) impl->empty_tensor_restride(*memory_format);
   return self;

@@ -7,6 +7,8 @@ gradients of a weighted sum of the outputs with respect to every floating input.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import torch
 from op_cases import BACKWARD_CASES, F32, Case, dtype_params
@@ -95,6 +97,28 @@ def test_resize_to_the_same_sizes_keeps_the_strides() -> None:
     assert restrided.stride() == torch.empty(same_sizes).resize_(same_sizes, memory_format=torch.channels_last).stride()
     with pytest.raises(RuntimeError, match="Unsupported memory format"):
         window.resize_(2, 2, memory_format=torch.preserve_format)
+
+
+@pytest.fixture
+def deterministic() -> Iterator[None]:
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_deterministic_mode_fills_new_memory_as_the_cpu_does(deterministic: None) -> None:
+    # NaN for floating types, the largest value for integers: reading memory nothing wrote shows.
+    for make in (lambda d, t: torch.empty(5, dtype=t, device=d),
+                 lambda d, t: torch.empty_strided((2, 3), (1, 2), dtype=t, device=d),
+                 lambda d, t: torch.empty_like(torch.ones(4, dtype=t, device=d))):
+        for dtype in (torch.float32, torch.int64):
+            torch.testing.assert_close(make("flagos", dtype).cpu(), make("cpu", dtype), equal_nan=True)
+    grown, grown_cpu = torch.ones(2, device="flagos"), torch.ones(2)
+    grown.resize_(6)
+    grown_cpu.resize_(6)
+    torch.testing.assert_close(grown.cpu(), grown_cpu, equal_nan=True)  # the two old values kept, the new NaN
 
 
 def test_matrix_product_out_variants_write_the_given_tensor() -> None:
