@@ -40,10 +40,15 @@ at::Tensor kernel_view(const at::Tensor& flagos_tensor) {
     return at::zeros({}, flagos_tensor.options().device(where)).expand(flagos_tensor.sizes());
   }
   const auto& storage = flagos_tensor.storage();
-  c10::Storage view_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                            c10::DataPtr(const_cast<void*>(storage.data()), where), c10::GetAllocator(where.type()),
-                            /*resizable=*/true);
-  auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), kernel_dispatch_keys(), flagos_tensor.dtype());
+  return kernel_view_sharing(
+      flagos_tensor, c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                                  c10::DataPtr(const_cast<void*>(storage.data()), where),
+                                  c10::GetAllocator(where.type()), /*resizable=*/true));
+}
+
+at::Tensor kernel_view_sharing(const at::Tensor& flagos_tensor, const c10::Storage& kernel_storage) {
+  auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(kernel_storage), kernel_dispatch_keys(),
+                                                       flagos_tensor.dtype());
   view.unsafeGetTensorImpl()->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(),
                                                     flagos_tensor.storage_offset());
   copy_lazy_bits(flagos_tensor, view);

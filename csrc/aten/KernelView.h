@@ -25,6 +25,9 @@ c10::Device kernel_device_of(c10::Device flagos_device);
 // sync_from_kernel_view() then carries the change back.
 at::Tensor kernel_view(const at::Tensor& flagos_tensor);
 
+// kernel_view(flagos_tensor) over `kernel_storage`, the storage of another view of the same flagos storage.
+at::Tensor kernel_view_sharing(const at::Tensor& flagos_tensor, const c10::Storage& kernel_storage);
+
 // kernel_view(flagos_tensor) for an operator call, handed out again to later
 // calls on the same thread while it still is what kernel_view() would build:
 // parameters, gradients and optimizer state get one view, not one per call.

@@ -21,6 +21,20 @@ at::Tensor KernelViews::add_entry(c10::MaybeOwned<at::Tensor> t, bool written) {
               "Expected all tensors to be on the same device, but found at least two devices, ",
               entries_.front().flagos->device(), " and ", t->device(), "!");
   auto view = cached_kernel_view(*t);
+  // A written argument and another argument over the same flagos storage get views over one kernel
+  // storage, as the two tensors have one storage: PyTorch's overlap checks know aliases by their
+  // storage (MemoryOverlap.cpp: x[1:].add_(x[:-1]) must raise, not compute), and a kernel that
+  // reallocates an out= argument does so for every view of it.  A storage nothing else holds cannot
+  // be another argument's.
+  if (t->has_storage() && t->storage().use_count() > 1) {
+    const c10::StorageImpl* storage = t->storage().unsafeGetStorageImpl();
+    for (const Entry& e : entries_) {
+      if ((written || e.written) && e.flagos->has_storage() && e.flagos->storage().unsafeGetStorageImpl() == storage) {
+        if (!e.view.storage().is_alias_of(view.storage())) view = kernel_view_sharing(*t, e.view.storage());
+        break;
+      }
+    }
+  }
   entries_.push_back(Entry{std::move(t), view, written});
   return view;
 }

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/ResizeCommon.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -165,6 +166,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   TORCH_CHECK((src_on_device || self.is_cpu()) && (dst_on_device || dst.is_cpu()),
               "flagos copies go between flagos and CPU tensors, not ", self.device(), " -> ", dst.device());
   if (self.numel() == 0) return dst;
+  if (src_on_device && dst_on_device) {
+    // The checks TensorIterator makes for the CPU's and CUDA's copies: x[1:].copy_(x[:-1]) raises.
+    at::assert_no_internal_overlap(dst);
+    at::assert_no_partial_overlap(dst, self);
+  }
   if (self._is_zerotensor()) {
     // No memory to read: the values are zeros.
     kernel_view_if_flagos(dst).zero_();
