@@ -374,6 +374,16 @@ def _assert_close(actual: Any, expected: Any, what: str, metadata_only: bool, to
         assert actual == expected or (actual != actual and expected != expected), f"{what}: {actual!r} != {expected!r}"
 
 
+def assert_all_close(actual: list[Any], expected: list[Any], what: str) -> None:
+    """Tensors pairwise equal within PyTorch's default tolerances (NaN equal to NaN); None only where the
+    other is None.  ``what`` names them in the message: "sample 0 gradient" -> "sample 0 gradient 2: ..."."""
+    assert len(actual) == len(expected), f"{what}: {len(actual)} of them, the CPU has {len(expected)}"
+    for j, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        assert (a is None) == (e is None), f"{what} {j}: defined on one device only"
+        if e is not None:
+            torch.testing.assert_close(a, e, equal_nan=True, msg=lambda m, j=j: f"{what} {j}: {m}")
+
+
 def compare(actual: CaseResult, expected: CaseResult, *, rtol: float | None = None, atol: float | None = None) -> None:
     """Raises AssertionError naming the first sample, output or gradient that differs.
 

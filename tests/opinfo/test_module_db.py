@@ -23,7 +23,7 @@ from torch.testing._internal.common_modules import module_db  # noqa: E402
 
 import torch_fl  # noqa: E402,F401  (registers the device)
 
-from opinfo_runner import _error, _to_cpu  # noqa: E402
+from opinfo_runner import _error, _to_cpu, assert_all_close  # noqa: E402
 
 pytestmark = pytest.mark.opinfo
 
@@ -89,14 +89,9 @@ def test_module_matches_cpu(info: Any, training: bool) -> None:
                 continue  # an input the CPU rejects
             actual = _run(module, module_input.forward_input, "flagos")
             assert not isinstance(actual, str), f"input {k}: the CPU ran it, flagos raised {actual}"
-            for j, (a, e) in enumerate(zip(actual[0], expected[0], strict=True)):
-                torch.testing.assert_close(a, e, equal_nan=True, msg=lambda m, k=k, j=j: f"input {k} output {j}: {m}")
+            assert_all_close(actual[0], expected[0], f"input {k} output")
             assert (actual[1] is None) == (expected[1] is None), f"input {k}: gradients on one device only"
-            for j, (a, e) in enumerate(zip(actual[1] or [], expected[1] or [], strict=True)):
-                assert (a is None) == (e is None), f"input {k} gradient {j}: defined on one device only"
-                if e is not None:
-                    torch.testing.assert_close(a, e, equal_nan=True,
-                                               msg=lambda m, k=k, j=j: f"input {k} gradient {j}: {m}")
+            assert_all_close(actual[1] or [], expected[1] or [], f"input {k} gradient")
             compared += 1
     if not compared:
         pytest.skip("the CPU rejects every module input")
