@@ -70,6 +70,71 @@ def _t5() -> Any:
     return T5ForConditionalGeneration(cfg)
 
 
+def _bart() -> Any:
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    cfg = BartConfig(**_common(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                               decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                               max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=1,
+                               decoder_start_token_id=1, forced_eos_token_id=None))
+    return BartForConditionalGeneration(cfg)
+
+
+def _mistral() -> Any:
+    from transformers import MistralConfig, MistralForCausalLM
+
+    cfg = MistralConfig(**_common(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=2, max_position_embeddings=64, sliding_window=8))
+    return MistralForCausalLM(cfg)
+
+
+def _phi() -> Any:
+    from transformers import PhiConfig, PhiForCausalLM
+
+    cfg = PhiConfig(**_common(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                              max_position_embeddings=64, partial_rotary_factor=0.5))
+    return PhiForCausalLM(cfg)
+
+
+def _gpt_neox() -> Any:
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    cfg = GPTNeoXConfig(**_common(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                  max_position_embeddings=64, rotary_pct=0.5))
+    return GPTNeoXForCausalLM(cfg)
+
+
+def _falcon() -> Any:
+    from transformers import FalconConfig, FalconForCausalLM
+
+    cfg = FalconConfig(**_common(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, alibi=True))
+    return FalconForCausalLM(cfg)
+
+
+def _mamba() -> Any:
+    from transformers import MambaConfig, MambaForCausalLM
+
+    cfg = MambaConfig(**_common(hidden_size=32, num_hidden_layers=2, state_size=8, expand=2))
+    return MambaForCausalLM(cfg)
+
+
+def _distilbert() -> Any:
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
+
+    cfg = DistilBertConfig(**_common(dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=64,
+                                     dropout=0.0, attention_dropout=0.0))
+    return DistilBertForMaskedLM(cfg)
+
+
+def _deberta_v2() -> Any:
+    from transformers import DebertaV2Config, DebertaV2ForMaskedLM
+
+    cfg = DebertaV2Config(**_common(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                    max_position_embeddings=64, relative_attention=True, position_buckets=8,
+                                    pos_att_type=["p2c", "c2p"]))
+    return DebertaV2ForMaskedLM(cfg)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     build: Callable[[], Any]
@@ -86,6 +151,17 @@ MODELS: dict[str, ModelSpec] = {
     "bert": ModelSpec(_bert, generates=False, tied=(("cls.predictions.decoder.weight",
                                                       "bert.embeddings.word_embeddings.weight"),)),
     "t5": ModelSpec(_t5, seq2seq=True),
+    # Further architectures: BART's learned offset positions, sliding-window attention, partial rotary
+    # embeddings, ALiBi, a selective state-space scan (Mamba's reference implementation), disentangled
+    # relative attention.
+    "bart": ModelSpec(_bart, seq2seq=True),
+    "mistral": ModelSpec(_mistral),
+    "phi": ModelSpec(_phi),
+    "gpt_neox": ModelSpec(_gpt_neox),
+    "falcon": ModelSpec(_falcon),
+    "mamba": ModelSpec(_mamba),
+    "distilbert": ModelSpec(_distilbert, generates=False),
+    "deberta_v2": ModelSpec(_deberta_v2, generates=False),
 }
 
 

@@ -1,4 +1,5 @@
-"""Hugging Face models (GPT-2 with tied embeddings, Llama, Qwen3, BERT, T5) on flagos against the CPU.
+"""Hugging Face models (model_zoo.MODELS: GPT-2 with tied embeddings, Llama, Qwen3, BERT, T5, BART, Mistral, Phi,
+GPT-NeoX, Falcon, Mamba, DistilBERT, DeBERTa-v2) on flagos against the CPU.
 
 Forward, loss, every parameter's gradient, two AdamW steps and greedy
 ``generate`` must equal the CPU's within float32 tolerance (model_zoo.py).
