@@ -160,8 +160,7 @@ def _samples(op: Any, dtype: torch.dtype) -> list[Any]:
     torch.manual_seed(SEED)
     requires_grad = supports_backward(op, dtype)
     samples = []
-    with warnings.catch_warnings():  # beta-API warnings of the generators themselves (sparse CSR)
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(action="ignore"):  # beta-API warnings of the generators themselves (sparse CSR)
         for sample in op.sample_inputs("cpu", dtype, requires_grad=requires_grad):
             samples.append(sample)
             if len(samples) == MAX_SAMPLES:
@@ -214,8 +213,7 @@ def second_order_grads(op: Any, sample: Any, device: str) -> list[torch.Tensor |
     sample has no differentiable output or no first-order gradient that depends on the inputs."""
     moved = _to_device(sample, device)
     gen = torch.Generator().manual_seed(SEED + 2)
-    with warnings.catch_warnings():  # as _run_quietly
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(action="ignore"):  # as _run_quietly
         try:
             _seed(device, SEED)
             out = moved.output_process_fn_grad(op(moved.input, *moved.args, **moved.kwargs))
@@ -251,8 +249,7 @@ def forward_ad(op: Any, sample: Any, device: str) -> list[tuple[torch.Tensor, to
             return fwAD.make_dual(t.detach(), torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device))
         return t.detach()
 
-    with warnings.catch_warnings(), fwAD.dual_level():  # as _run_quietly
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(action="ignore"), fwAD.dual_level():  # as _run_quietly
         try:
             _seed(device, SEED)
             out = op(dual(moved.input), *pytree.tree_map(dual, moved.args), **pytree.tree_map(dual, moved.kwargs))
@@ -272,8 +269,7 @@ def export_samples(case_id: str) -> list[tuple[Any, tuple[Any, ...], dict[str, A
 def _run_quietly(op: Any, sample: Any, device: str, backward: bool, inplace: bool) -> SampleResult:
     # Ops warn once per process (deprecations, beta APIs): whichever device ran first would see the warning,
     # and the suite turns warnings into errors.  The values are what is compared here.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(action="ignore"):
         return _run_sample(op, sample, device, backward, inplace)
 
 

@@ -42,8 +42,7 @@ OK = "ok"
 def _outcome(op: Any, sample: Any, device: str) -> tuple[str, str]:
     """(OK, "") when the fake results describe the real ones; else what happened, and the detail."""
     moved = _to_device(sample, device)
-    with warnings.catch_warnings():  # ops warn once per process; the metadata is what is compared here
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(action="ignore"):  # ops warn once per process; the metadata is what is compared here
         try:
             real = op(moved.input, *moved.args, **moved.kwargs)
         except Exception as e:  # noqa: BLE001 - rejected for real: the eager tier's business

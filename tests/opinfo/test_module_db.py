@@ -74,8 +74,7 @@ def _run(module: torch.nn.Module, forward_input: Any, device: str) -> tuple[list
 @pytest.mark.parametrize(("info", "training"), _params())
 def test_module_matches_cpu(info: Any, training: bool) -> None:
     dtype = _dtype(info)
-    with warnings.catch_warnings():  # modules and their inputs warn once per process (deprecations)
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(action="ignore"):  # modules and their inputs warn once per process (deprecations)
         inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=True, training=training)
         compared = 0
         for k, module_input in enumerate(inputs[:MAX_INPUTS]):
