@@ -13,6 +13,7 @@
 #include "aten/KernelViews.h"
 #include "aten/KernelView.h"
 #include "aten/Routing.h"
+#include "aten/SameDeviceCheck.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosGenerator.h"
 
@@ -55,6 +56,7 @@ struct OpPlan {
   std::vector<bool> written;    // the argument is written to (in-place, out=)
   std::vector<bool> generator;  // the argument is a Generator / Generator?
   bool uses_randomness = false;  // a generator argument, or seeded without one
+  const SameDevicePlan* same_device = nullptr;  // the host platform's stand-in for CUDA's device check
 };
 
 const OpPlan& plan_for(const c10::OperatorHandle& op) {
@@ -69,6 +71,7 @@ const OpPlan& plan_for(const c10::OperatorHandle& op) {
       has_generator = has_generator || plan.generator.back();
     }
     plan.uses_randomness = has_generator || op.hasTag(at::Tag::nondeterministic_seeded);
+    plan.same_device = same_device_plan(op);
   }
   return it->second;
 }
@@ -161,6 +164,7 @@ void run_on_kernel_device(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const c10::Device device = op_device(*stack, first, arguments.size());
   const auto kernel_type = runtime::kernel_device_type();
   const OpPlan& plan = plan_for(op);
+  if (plan.same_device != nullptr) check_same_device(*plan.same_device, *stack, first);
   // No device guard here: CPU kernels ignore the current device, and PyTorch's
   // generated CUDA wrappers guard the device of their (kernel view) operands
   // themselves; a second guard costs a noticeable share of a small op.
@@ -216,7 +220,9 @@ void run_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
   const size_t first = stack->size() - arguments.size();
   const c10::Device device = op_device(*stack, first, arguments.size());
-  const auto lent_generator = substitute_generators(plan_for(op), *stack, first, device, c10::kCPU);
+  const OpPlan& plan = plan_for(op);
+  if (plan.same_device != nullptr) check_same_device(*plan.same_device, *stack, first);
+  const auto lent_generator = substitute_generators(plan, *stack, first, device, c10::kCPU);
   at::native::cpu_fallback(op, stack);
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/boxing/impl/boxing.h>
@@ -86,6 +87,7 @@
 #include "aten/KernelViews.h"
 #include "aten/KernelView.h"
 #include "aten/Routing.h"
+#include "aten/SameDeviceCheck.h"
 #include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::aten {
@@ -203,6 +205,11 @@ struct Unboxed<Op, R(A...)> {
       return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&routed_fallback>(), op,
                                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                           std::forward<A>(args)...);
+    }
+    static const SameDevicePlan* const same_device = same_device_plan(op);
+    if (same_device != nullptr) {
+      SameDeviceChecker checker(*same_device);
+      (checker.next(std::as_const(args)), ...);
     }
     KernelViews views;
     // Braced initialisation: the arguments convert left to right.

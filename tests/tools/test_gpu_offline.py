@@ -106,6 +106,23 @@ def test_carry_calls_take_one_piece_each_through_an_ignored_link(tmp_path: Path)
     assert outside.returncode == 2 and "outside the repository" in outside.stderr
 
 
+def test_carry_calls_read_in_part_end_quietly(tmp_path: Path) -> None:
+    # `carry-calls | head -1`: more calls than a pipe holds, the reader gone after one line.
+    payload_tree(tmp_path / "payload")
+    manifest = split(tmp_path / "payload", tmp_path / "repo" / "build" / "pieces", 8)
+    assert len(manifest["pieces"]) * 150 > 1 << 16  # type: ignore[arg-type]
+    command = [sys.executable, str(HELPER), "carry-calls", "--pieces", str(tmp_path / "repo" / "build" / "pieces"),
+               "--repo", str(tmp_path / "repo")]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as reader:
+        assert reader.stdout is not None and reader.stderr is not None
+        first = json.loads(reader.stdout.readline())
+        reader.stdout.close()
+        assert reader.wait(timeout=120) == 0
+        complaints = reader.stderr.read()
+    assert first["carry"] == ["build/pieces/payload.part-000"]
+    assert complaints == ""
+
+
 def test_scripts_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
     pack = subprocess.run([str(REPO / "tools" / "gpu-offline-pack.sh"), "--wheel", str(tmp_path / "nope.whl")],
                           capture_output=True, text=True, timeout=60, check=False)

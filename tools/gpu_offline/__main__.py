@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -98,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     except CheckFailed as e:
         print(f"tools/gpu_offline: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader stopped early (`carry-calls | head`): what it read is complete lines; say nothing more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 0
 
 
