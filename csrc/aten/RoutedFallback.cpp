@@ -56,7 +56,7 @@ struct OpPlan {
   std::vector<bool> written;    // the argument is written to (in-place, out=)
   std::vector<bool> generator;  // the argument is a Generator / Generator?
   bool uses_randomness = false;  // a generator argument, or seeded without one
-  const SameDevicePlan* same_device = nullptr;  // the host platform's stand-in for CUDA's device check
+  const SameDevicePlan* same_device = nullptr;  // CUDA's device check, for where a CPU kernel runs
 };
 
 const OpPlan& plan_for(const c10::OperatorHandle& op) {
@@ -164,7 +164,9 @@ void run_on_kernel_device(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const c10::Device device = op_device(*stack, first, arguments.size());
   const auto kernel_type = runtime::kernel_device_type();
   const OpPlan& plan = plan_for(op);
-  if (plan.same_device != nullptr) check_same_device(*plan.same_device, *stack, first);
+  if (plan.same_device != nullptr && kernel_type == c10::DeviceType::CPU) {
+    check_same_device(*plan.same_device, *stack, first);
+  }
   // No device guard here: CPU kernels ignore the current device, and PyTorch's
   // generated CUDA wrappers guard the device of their (kernel view) operands
   // themselves; a second guard costs a noticeable share of a small op.

@@ -7,8 +7,6 @@
 
 #include <ATen/core/op_registration/adaption.h>
 
-#include "runtime/DeviceRuntime.h"
-
 namespace torch_fl::aten {
 
 namespace {
@@ -58,7 +56,6 @@ std::unique_ptr<SameDevicePlan> make_plan(const c10::OperatorHandle& op) {
 }  // namespace
 
 const SameDevicePlan* same_device_plan(const c10::OperatorHandle& op) {
-  if (runtime::kernel_device_type() != c10::DeviceType::CPU) return nullptr;
   static std::mutex mutex;
   static std::unordered_map<const void*, std::unique_ptr<SameDevicePlan>> plans;  // keyed by the schema's address
   std::lock_guard<std::mutex> lock(mutex);

@@ -1,8 +1,8 @@
 // The host platform's stand-in for the device check PyTorch generates into
 // every CUDA kernel's wrapper: an operator whose CUDA kernel requires its
 // positional and out= tensors on one device refuses a CPU tensor beside flagos
-// tensors, as on CUDA, although the host runs it with CPU kernels (which would
-// take it).  The cuda platform runs CUDA's kernels, whose wrappers check.
+// tensors, as on CUDA, where a CPU kernel runs it (which would take it).  The
+// cuda platform's kernel device runs CUDA's kernels, whose wrappers check.
 #pragma once
 
 #include <optional>
@@ -23,8 +23,9 @@ struct SameDevicePlan {
   std::vector<std::string> names;   // the arguments' schema names
 };
 
-// The operator's plan, or nullptr when nothing is checked: not the host
-// platform, or an operator CUDA does not check (device_check: NoCheck, no CUDA kernel).
+// The operator's plan, or nullptr when CUDA does not check it (device_check:
+// NoCheck, no CUDA kernel).  Callers apply it where a CPU kernel runs: the host
+// platform's kernel device, and the cpu provider on any platform.
 const SameDevicePlan* same_device_plan(const c10::OperatorHandle& op);
 
 // Boxed calls: the operator's arguments on the stack, from `first`.

@@ -206,7 +206,9 @@ struct Unboxed<Op, R(A...)> {
                                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                           std::forward<A>(args)...);
     }
-    static const SameDevicePlan* const same_device = same_device_plan(op);
+    // CUDA's kernels check devices themselves; the host platform's CPU kernels would take a CPU tensor.
+    static const SameDevicePlan* const same_device =
+        runtime::kernel_device_type() == c10::DeviceType::CPU ? same_device_plan(op) : nullptr;
     if (same_device != nullptr) {
       SameDeviceChecker checker(*same_device);
       (checker.next(std::as_const(args)), ...);
