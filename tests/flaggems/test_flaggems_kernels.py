@@ -183,3 +183,28 @@ def test_backward_through_flaggems_routed_ops_equals_the_cpu(run_flagos) -> None
         """, USE_FLAGGEMS)
     assert "loss True grads True" in result.stdout
     assert "ran ['gelu', 'gelu_backward', 'softmax']" in result.stdout
+
+
+def test_on_the_cuda_platform_non_contiguous_operands_stay_on_the_kernel_device(run_flagos) -> None:
+    # The kernel as the cuda platform builds it (kernel type "cuda"), here over the host platform's views: an
+    # expanded or transposed operand runs on the kernel device's own kernel, a contiguous one on FlagGems.
+    result = run_flagos("""
+        import torch
+        from torch_fl.flaggems.kernels import _Kernel, plan_for
+        from torch_fl.flaggems.op_table import FlagGemsEntry
+        calls = []
+        def mul(a, b):
+            calls.append((a.stride(), b.stride()))
+            return a * b
+        kernel = _Kernel(FlagGemsEntry("mul.Tensor", mul), plan_for("mul.Tensor"), "host", "cuda", True, set())
+        w = torch.randn(4, 5)
+        fw = w.to("flagos")
+        expanded = torch.ones((), device="flagos").expand(4, 5)
+        print("expanded", torch.equal(kernel(expanded, fw).cpu(), w), len(calls))
+        print("transposed", torch.equal(kernel(fw.t().contiguous().t(), fw).cpu(), w * w), len(calls))
+        print("contiguous", torch.equal(kernel(fw, fw).cpu(), w * w), calls)
+        """)
+    lines = result.stdout.splitlines()
+    assert "expanded True 0" in lines and "transposed True 0" in lines, result.stdout
+    assert "contiguous True [((5, 1), (5, 1))]" in lines, result.stdout
+    assert result.stderr.count("aten::mul.Tensor -> host (non-contiguous operand)") == 2, result.stderr

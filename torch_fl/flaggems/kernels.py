@@ -128,6 +128,15 @@ class _Kernel:
                 print(f"[torch_fl] {self.plan.name} -> {self.fallback} (re-entered from flaggems)", file=sys.stderr,
                       flush=True)
             result = self.plan.overload(*vargs, **vkwargs)
+        elif self.kernel_type == "cuda" and not all(view.is_contiguous() for _, view in pairs):
+            # On the cuda platform a FlagGems call made through this kernel read a non-contiguous view (an
+            # expanded gradient, strides (0, 0)) as if it were contiguous, although FlagGems' kernel called
+            # directly on the same views is right (README, "FlagGems provider").  Until that is found, such
+            # calls run on the kernel device's own kernel: slower, never wrong.
+            if self.log_dispatch:
+                print(f"[torch_fl] {self.plan.name} -> {self.fallback} (non-contiguous operand)", file=sys.stderr,
+                      flush=True)
+            result = self.plan.overload(*vargs, **vkwargs)
         else:
             result = self._run(vargs, vkwargs)
         plan = self.plan
