@@ -10,6 +10,7 @@
 
 #include "aten/KernelView.h"
 #include "aten/RoutedFallback.h"
+#include "aten/Routing.h"
 #include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::aten {
@@ -101,8 +102,7 @@ void register_kernel_device_routes() {
       if (name.name.rfind("aten::", 0) != 0) continue;
       const auto op = dispatcher.findOp(name);
       if (!op.has_value() || !routes_to_kernel_device(*op, kernel_key, adopt_results)) continue;
-      const auto short_name = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-      library->impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
+      library->impl(short_op_name(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&routed_fallback>());
     }
     // dtype conversions (every autocast cast): one kernel-device _to_copy on a
     // kernel view, instead of a flagos allocation plus copy_ plus _copy_from.

@@ -136,6 +136,11 @@ Route resolve(const std::string& full_name, const std::string& base_name, const 
 
 }  // namespace
 
+std::string short_op_name(const c10::OperatorName& name) {
+  const std::string base = strip_namespace(name.name);
+  return name.overload_name.empty() ? base : base + "." + name.overload_name;
+}
+
 const char* provider_name(Provider provider) {
   switch (provider) {
     case Provider::Host: return "host";
@@ -204,9 +209,7 @@ Route route_for(const c10::OperatorHandle& op) {
   const void* key = &op.schema();
   if (auto it = cache.find(key); it != cache.end() && it->second.generation == now) return it->second.route;
   const auto& name = op.schema().operator_name();
-  const std::string base = strip_namespace(name.name);
-  const std::string full = name.overload_name.empty() ? base : base + "." + name.overload_name;
-  Route route = resolve(full, base, &op.schema());
+  Route route = resolve(short_op_name(name), strip_namespace(name.name), &op.schema());
   // An op without a CUDA kernel cannot take the cuda provider: explicit CPU fallback.
   if (route.effective == Provider::Cuda && !op.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA)) {
     route.effective = Provider::Cpu;

@@ -43,6 +43,10 @@ void set_flaggems_ops(const std::vector<std::string>& ops);
 void set_routing(const std::string& default_provider, const std::unordered_map<std::string, std::string>& per_op,
                  bool log_dispatch);
 
+// "add.Tensor" for aten::add.Tensor, "abs" for aten::abs: the names of the routing table and of the
+// generated operator tables.  Operators of other namespaces keep theirs ("ns::op.overload").
+std::string short_op_name(const c10::OperatorName& name);
+
 // The route for an operator, as dispatch uses it ("add.Tensor", "aten::add.Tensor" or "add").
 Route route_for_name(const std::string& op_name);
 Route route_for(const c10::OperatorHandle& op);

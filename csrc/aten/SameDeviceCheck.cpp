@@ -7,6 +7,8 @@
 
 #include <ATen/core/op_registration/adaption.h>
 
+#include "aten/Routing.h"
+
 namespace torch_fl::aten {
 
 namespace {
@@ -35,10 +37,7 @@ const std::unordered_set<std::string>& checked_operators() {
 }
 
 std::unique_ptr<SameDevicePlan> make_plan(const c10::OperatorHandle& op) {
-  const c10::OperatorName& name = op.operator_name();
-  if (name.name.rfind("aten::", 0) != 0) return nullptr;
-  std::string key = name.name.substr(6);
-  if (!name.overload_name.empty()) key += "." + name.overload_name;
+  const std::string key = short_op_name(op.operator_name());  // other namespaces keep theirs: not listed
   if (checked_operators().count(key) == 0) return nullptr;
   auto plan = std::make_unique<SameDevicePlan>();
   plan->method = "wrapper_flagos_" + key;
@@ -65,22 +64,19 @@ const SameDevicePlan* same_device_plan(const c10::OperatorHandle& op) {
 }
 
 void check_same_device(const SameDevicePlan& plan, const torch::jit::Stack& stack, size_t first) {
-  std::optional<c10::Device> common;
-  for (size_t i = 0; i < plan.checked.size(); ++i) {
-    if (!plan.checked[i]) continue;
-    const c10::IValue& v = stack[first + i];
-    const char* argument = plan.names[i].c_str();
-    if (v.isTensor()) {
-      c10::impl::check_and_update_common_device(common, v.toTensor(), plan.method.c_str(), argument);
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) {
-        c10::impl::check_and_update_common_device(common, t, plan.method.c_str(), argument);
-      }
-    } else if (v.isOptionalTensorList()) {
-      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
-        c10::impl::check_and_update_common_device(common, t, plan.method.c_str(), argument);
-      }
-    }
+  SameDeviceChecker checker(plan);
+  for (size_t i = 0; i < plan.checked.size(); ++i) checker.next(stack[first + i]);
+}
+
+void SameDeviceChecker::next(const c10::IValue& v) {
+  if (v.isTensor()) {
+    check(v.toTensor());
+  } else if (v.isTensorList()) {
+    check_each(v.toTensorList());
+  } else if (v.isOptionalTensorList()) {
+    next(v.toOptionalTensorList());
+  } else {
+    ++index_;  // not a tensor, or an absent Tensor?
   }
 }
 

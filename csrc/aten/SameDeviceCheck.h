@@ -28,10 +28,10 @@ struct SameDevicePlan {
 // platform's kernel device, and the cpu provider on any platform.
 const SameDevicePlan* same_device_plan(const c10::OperatorHandle& op);
 
-// Boxed calls: the operator's arguments on the stack, from `first`.
+// Boxed calls: the operator's arguments on the stack, from `first` (each through SameDeviceChecker).
 void check_same_device(const SameDevicePlan& plan, const torch::jit::Stack& stack, size_t first);
 
-// Unboxed calls: one argument at a time, in schema order.
+// One argument at a time, in schema order: unboxed, or boxed as an IValue.
 class SameDeviceChecker {
  public:
   explicit SameDeviceChecker(const SameDevicePlan& plan) : plan_(plan) {}
@@ -42,6 +42,7 @@ class SameDeviceChecker {
   }
   void next(at::TensorList list) { check_each(list); }
   void next(const at::ITensorListRef& list) { check_each(list); }
+  void next(const c10::IValue& boxed);
   void next(const c10::List<std::optional<at::Tensor>>& list) {
     for (const std::optional<at::Tensor>& t : list) {
       if (t.has_value()) check_one(*t);
