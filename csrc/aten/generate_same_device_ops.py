@@ -10,7 +10,7 @@ torchgen, so it follows the torch it is generated with:
     python csrc/aten/generate_same_device_ops.py            # rewrite the table
     python csrc/aten/generate_same_device_ops.py --check    # exit 1 when the table is stale
 
-tests/csrc/test_same_device_ops.py runs ``--check`` against the test environment's torch.
+tests/torch_fl/test_device_check.py runs ``--check`` against the test environment's torch.
 """
 
 from __future__ import annotations
@@ -22,28 +22,23 @@ from pathlib import Path
 TABLE = Path(__file__).resolve().parent / "generated" / "SameDeviceOps.inc"
 
 
-def native_functions() -> list[dict]:
-    import torchgen
-    import yaml
-
-    path = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
-    with path.open() as f:
-        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
-def has_cuda_kernel(entry: dict, by_name: dict[str, dict]) -> bool:
-    # A structured op's functional and in-place forms get their kernels from the out= form (its delegate).
-    delegate = entry.get("structured_delegate")
-    if delegate:
-        entry = by_name[delegate]
-    return any("CUDA" in (key.strip() for key in keys.split(",")) for keys in (entry.get("dispatch") or {}))
-
-
 def same_device_ops() -> list[str]:
-    entries = native_functions()
-    by_name = {e["func"].split("(", 1)[0]: e for e in entries}
-    return sorted(name for name, e in by_name.items()
-                  if e.get("device_check", "ExactSame") == "ExactSame" and has_cuda_kernel(e, by_name))
+    # torchgen's own model of the YAML (what RegisterDispatchKey generates from), not a re-reading of it.
+    import torchgen
+    from torchgen.gen import parse_native_yaml
+    from torchgen.model import DeviceCheckType, DispatchKey, NativeFunction
+
+    native = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native"
+    parsed = parse_native_yaml(str(native / "native_functions.yaml"), str(native / "tags.yaml"))
+    cuda = parsed.backend_indices[DispatchKey.CUDA]
+    by_name = {f.func.name: f for f in parsed.native_functions}
+
+    def has_cuda_kernel(f: NativeFunction) -> bool:
+        # A structured op's functional and in-place forms get their CUDA kernels from the out= form.
+        return cuda.has_kernel(by_name[f.structured_delegate] if f.structured_delegate is not None else f)
+
+    return sorted(str(f.func.name) for f in parsed.native_functions
+                  if f.device_check == DeviceCheckType.ExactSame and has_cuda_kernel(f))
 
 
 def render(names: list[str]) -> str:
