@@ -1,12 +1,41 @@
-"""A benchmark's report: the JSON printed, and with `--out` also written there."""
+"""A benchmark's report: the JSON printed, and with `--out` also written there.
+
+Every report records the command that made it and the commit it ran at (when run from a git
+checkout), so that `benchmarks/report_tables.py` can say where each table's numbers come from.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def _command() -> str:
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(_REPO).as_posix() if script.is_relative_to(_REPO) else script.name
+    return shlex.join(["python", shown, *sys.argv[1:]])
+
+
+def _commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", os.fspath(_REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def emit_json(report: dict[str, Any], out: str | None) -> None:
+    report = {**report}
+    report.setdefault("command", _command())
+    report.setdefault("commit", _commit())
     text = json.dumps(report, indent=2)
     print(text)
     if out:
