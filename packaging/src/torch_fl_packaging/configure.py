@@ -27,7 +27,7 @@ from .vendor_torch import cuda_requirements, resolve_vendor
 
 __all__ = ["Config", "check_concrete_version", "configure"]
 
-#: Values that name no version at all; design.md: "absent means unknown".
+#: Values that name no version at all; docs/architecture.md, "compatibility.json": "absent means unknown".
 PLACEHOLDER_VERSIONS = frozenset({"unknown", "latest", "any", "none", "*", "x", "n/a", "na", "tbd", "current"})
 _CONCRETE_RE = re.compile(r"^[0-9][0-9A-Za-z._+-]*$")
 

@@ -49,7 +49,7 @@ __all__ = [
     "reference_markdown",
 ]
 
-#: The closed set of bundle kinds (design.md, "Bundle kinds").
+#: The closed set of bundle kinds (docs/architecture.md, "Bundle kinds").
 BUNDLE_KINDS = ("in-wheel-runtime", "cuda-assets", "forked-libtorch", "native-sdk", "none")
 #: The companion projects manifests/companions.toml may pin (compatibility.json's companions).
 COMPANIONS = ("flaggems", "flagtree", "flagcx")

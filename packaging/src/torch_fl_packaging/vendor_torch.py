@@ -90,7 +90,7 @@ def cuda_requirements(vendor: VendorTorch) -> list[str]:
         except InvalidRequirement:
             continue
         name = req.name.lower().replace("_", "-")
-        # The CUDA runtime libraries: nvidia-* and cuda-toolkit (design.md, Bundle kinds).
+        # The CUDA runtime libraries: nvidia-* and cuda-toolkit (docs/architecture.md, "Bundle kinds").
         if not (name.startswith("nvidia-") or name == "cuda-toolkit"):
             continue
         if req.marker is not None and "extra" in str(req.marker):

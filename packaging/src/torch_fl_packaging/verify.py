@@ -1,7 +1,7 @@
 """Stage 6, verify: torch-fl-preflight, in process, on the final wheel before it is moved into --out.
 
-A valid wheel is defined once, by preflight (design.md): this stage only chooses the target and
-turns preflight's report into a pass or a VerifyError.
+A valid wheel is defined once, by preflight (docs/architecture.md, "The release pipeline"): this
+stage only chooses the target and turns preflight's report into a pass or a VerifyError.
 
 * The wheel alone (RECORD hashes and sizes, the schema-valid manifest naming every ELF member with
   its sha256, agreement with METADATA, WHEEL and the file name) is always checked.
