@@ -1,13 +1,15 @@
 """A benchmark's report: the JSON printed, and with `--out` also written there.
 
-Every report records the command that made it and the commit it ran at (when run from a git
-checkout), so that `benchmarks/report_tables.py` can say where each table's numbers come from.
+Every report records the machine, the versions, the command that made it and the commit it ran at
+(when run from a git checkout), so that `benchmarks/report_tables.py` can say where each table's
+numbers come from.  What a benchmark records itself (a GPU's name, the native side's versions) wins.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -34,6 +36,12 @@ def _commit() -> str | None:
 
 def emit_json(report: dict[str, Any], out: str | None) -> None:
     report = {**report}
+    report.setdefault("machine", platform.machine())
+    report.setdefault("cpus", os.cpu_count())
+    report.setdefault("python", platform.python_version())
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        report.setdefault("torch", getattr(torch, "__version__", None))
     report.setdefault("command", _command())
     report.setdefault("commit", _commit())
     text = json.dumps(report, indent=2)
