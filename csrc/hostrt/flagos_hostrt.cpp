@@ -7,6 +7,7 @@
 
 #include "include/flagos_hostrt.h"
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -154,6 +155,51 @@ hostrtError_t check_copy(void* dst, const void* src, size_t count, hostrtMemcpyK
   return hostrtSuccess;
 }
 
+
+// API call counters (hostrtGetApiCallCounter): one relaxed atomic increment per call, as cheap as a vendor's
+// tracing hook, so that tests can hold the plugin to a number of runtime calls per operator.
+#define HOSTRT_API_CALLS(X) \
+  X(GetDeviceCount)\
+  X(SetDevice)\
+  X(GetDevice)\
+  X(DeviceSynchronize)\
+  X(Malloc)\
+  X(Free)\
+  X(MemGetInfo)\
+  X(MallocHost)\
+  X(FreeHost)\
+  X(PointerGetAttributes)\
+  X(Memcpy)\
+  X(MemcpyAsync)\
+  X(StreamCreate)\
+  X(StreamDestroy)\
+  X(StreamSynchronize)\
+  X(StreamQuery)\
+  X(StreamWaitEvent)\
+  X(EventCreateWithFlags)\
+  X(EventDestroy)\
+  X(EventRecord)\
+  X(EventQuery)\
+  X(EventSynchronize)\
+  X(EventElapsedTime)
+
+enum class ApiCall : int {
+#define HOSTRT_ENUM(name) name,
+  HOSTRT_API_CALLS(HOSTRT_ENUM)
+#undef HOSTRT_ENUM
+  Count
+};
+
+constexpr const char* kApiCallNames[] = {
+#define HOSTRT_NAME(name) "hostrt" #name,
+    HOSTRT_API_CALLS(HOSTRT_NAME)
+#undef HOSTRT_NAME
+};
+
+std::atomic<unsigned long long> api_calls[static_cast<int>(ApiCall::Count)];
+
+inline void count_call(ApiCall call) { api_calls[static_cast<int>(call)].fetch_add(1, std::memory_order_relaxed); }
+
 }  // namespace
 
 extern "C" {
@@ -176,12 +222,14 @@ const char* hostrtGetConfigError(void) { return state().config.error.c_str(); }
 int hostrtGetVersion(void) { return 1000; }
 
 hostrtError_t hostrtGetDeviceCount(int* count) {
+  count_call(ApiCall::GetDeviceCount);
   if (count == nullptr) return hostrtErrorInvalidValue;
   *count = state().config.devices;
   return check_config();
 }
 
 hostrtError_t hostrtSetDevice(int device) {
+  count_call(ApiCall::SetDevice);
   if (auto e = check_config()) return e;
   if (device < 0 || device >= state().config.devices) return hostrtErrorInvalidDevice;
   current_device = device;
@@ -189,15 +237,17 @@ hostrtError_t hostrtSetDevice(int device) {
 }
 
 hostrtError_t hostrtGetDevice(int* device) {
+  count_call(ApiCall::GetDevice);
   if (device == nullptr) return hostrtErrorInvalidValue;
   if (auto e = check_config()) return e;
   *device = current_device;
   return hostrtSuccess;
 }
 
-hostrtError_t hostrtDeviceSynchronize(void) { return check_config(); }
+hostrtError_t hostrtDeviceSynchronize(void) { count_call(ApiCall::DeviceSynchronize); return check_config(); }
 
 hostrtError_t hostrtMalloc(void** ptr, size_t size) {
+  count_call(ApiCall::Malloc);
   if (ptr == nullptr) return hostrtErrorInvalidValue;
   if (auto e = check_config()) return e;
   auto& s = state();
@@ -221,6 +271,7 @@ hostrtError_t hostrtMalloc(void** ptr, size_t size) {
 }
 
 hostrtError_t hostrtFree(void* ptr) {
+  count_call(ApiCall::Free);
   if (ptr == nullptr) return hostrtSuccess;
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -233,6 +284,7 @@ hostrtError_t hostrtFree(void* ptr) {
 }
 
 hostrtError_t hostrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  count_call(ApiCall::MemGetInfo);
   if (free_bytes == nullptr || total_bytes == nullptr) return hostrtErrorInvalidValue;
   if (auto e = check_config()) return e;
   auto& s = state();
@@ -250,6 +302,7 @@ hostrtError_t hostrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 
 hostrtError_t hostrtMallocHost(void** ptr, size_t size) {
+  count_call(ApiCall::MallocHost);
   if (ptr == nullptr) return hostrtErrorInvalidValue;
   const size_t rounded = ((size == 0 ? 1 : size) + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
@@ -262,6 +315,7 @@ hostrtError_t hostrtMallocHost(void** ptr, size_t size) {
 }
 
 hostrtError_t hostrtFreeHost(void* ptr) {
+  count_call(ApiCall::FreeHost);
   if (ptr == nullptr) return hostrtSuccess;
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -273,6 +327,7 @@ hostrtError_t hostrtFreeHost(void* ptr) {
 }
 
 hostrtError_t hostrtPointerGetAttributes(hostrtPointerAttributes* attributes, const void* ptr) {
+  count_call(ApiCall::PointerGetAttributes);
   if (attributes == nullptr) return hostrtErrorInvalidValue;
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -290,6 +345,7 @@ hostrtError_t hostrtPointerGetAttributes(hostrtPointerAttributes* attributes, co
 }
 
 hostrtError_t hostrtMemcpy(void* dst, const void* src, size_t count, hostrtMemcpyKind kind) {
+  count_call(ApiCall::Memcpy);
   if (auto e = check_copy(dst, src, count, kind)) return e;
   if (count != 0) std::memmove(dst, src, count);
   return hostrtSuccess;
@@ -297,10 +353,12 @@ hostrtError_t hostrtMemcpy(void* dst, const void* src, size_t count, hostrtMemcp
 
 hostrtError_t hostrtMemcpyAsync(void* dst, const void* src, size_t count, hostrtMemcpyKind kind,
                                 hostrtStream_t /*stream*/) {
+  count_call(ApiCall::MemcpyAsync);
   return hostrtMemcpy(dst, src, count, kind);
 }
 
 hostrtError_t hostrtStreamCreate(hostrtStream_t* stream) {
+  count_call(ApiCall::StreamCreate);
   if (stream == nullptr) return hostrtErrorInvalidValue;
   if (auto e = check_config()) return e;
   *stream = new hostrtStream_st{current_device};
@@ -308,31 +366,36 @@ hostrtError_t hostrtStreamCreate(hostrtStream_t* stream) {
 }
 
 hostrtError_t hostrtStreamDestroy(hostrtStream_t stream) {
+  count_call(ApiCall::StreamDestroy);
   if (stream == nullptr) return hostrtErrorInvalidResourceHandle;
   delete stream;
   return hostrtSuccess;
 }
 
-hostrtError_t hostrtStreamSynchronize(hostrtStream_t /*stream*/) { return check_config(); }
-hostrtError_t hostrtStreamQuery(hostrtStream_t /*stream*/) { return check_config(); }
+hostrtError_t hostrtStreamSynchronize(hostrtStream_t /*stream*/) { count_call(ApiCall::StreamSynchronize); return check_config(); }
+hostrtError_t hostrtStreamQuery(hostrtStream_t /*stream*/) { count_call(ApiCall::StreamQuery); return check_config(); }
 
 hostrtError_t hostrtStreamWaitEvent(hostrtStream_t /*stream*/, hostrtEvent_t event) {
+  count_call(ApiCall::StreamWaitEvent);
   return event == nullptr ? hostrtErrorInvalidResourceHandle : hostrtSuccess;
 }
 
 hostrtError_t hostrtEventCreateWithFlags(hostrtEvent_t* event, unsigned int flags) {
+  count_call(ApiCall::EventCreateWithFlags);
   if (event == nullptr) return hostrtErrorInvalidValue;
   *event = new hostrtEvent_st{flags, false, {}};
   return hostrtSuccess;
 }
 
 hostrtError_t hostrtEventDestroy(hostrtEvent_t event) {
+  count_call(ApiCall::EventDestroy);
   if (event == nullptr) return hostrtErrorInvalidResourceHandle;
   delete event;
   return hostrtSuccess;
 }
 
 hostrtError_t hostrtEventRecord(hostrtEvent_t event, hostrtStream_t /*stream*/) {
+  count_call(ApiCall::EventRecord);
   if (event == nullptr) return hostrtErrorInvalidResourceHandle;
   event->recorded = true;
   event->time = std::chrono::steady_clock::now();
@@ -340,14 +403,17 @@ hostrtError_t hostrtEventRecord(hostrtEvent_t event, hostrtStream_t /*stream*/) 
 }
 
 hostrtError_t hostrtEventQuery(hostrtEvent_t event) {
+  count_call(ApiCall::EventQuery);
   return event == nullptr ? hostrtErrorInvalidResourceHandle : hostrtSuccess;
 }
 
 hostrtError_t hostrtEventSynchronize(hostrtEvent_t event) {
+  count_call(ApiCall::EventSynchronize);
   return event == nullptr ? hostrtErrorInvalidResourceHandle : hostrtSuccess;
 }
 
 hostrtError_t hostrtEventElapsedTime(float* ms, hostrtEvent_t start, hostrtEvent_t end) {
+  count_call(ApiCall::EventElapsedTime);
   if (ms == nullptr) return hostrtErrorInvalidValue;
   if (start == nullptr || end == nullptr) return hostrtErrorInvalidResourceHandle;
   if ((start->flags & hostrtEventDisableTiming) || (end->flags & hostrtEventDisableTiming) ||
@@ -356,6 +422,21 @@ hostrtError_t hostrtEventElapsedTime(float* ms, hostrtEvent_t start, hostrtEvent
   }
   *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
   return hostrtSuccess;
+}
+
+int hostrtGetApiCallCount(void) { return static_cast<int>(ApiCall::Count); }
+
+const char* hostrtGetApiCallName(int index) {
+  return index >= 0 && index < static_cast<int>(ApiCall::Count) ? kApiCallNames[index] : nullptr;
+}
+
+unsigned long long hostrtGetApiCallCounter(int index) {
+  return index >= 0 && index < static_cast<int>(ApiCall::Count) ? api_calls[index].load(std::memory_order_relaxed)
+                                                                 : 0;
+}
+
+void hostrtResetApiCallCounters(void) {
+  for (auto& counter : api_calls) counter.store(0, std::memory_order_relaxed);
 }
 
 }  // extern "C"

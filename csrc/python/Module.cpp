@@ -25,6 +25,9 @@
 #include "runtime/FlagosDeviceAllocator.h"
 #include "runtime/FlagosGenerator.h"
 #include "runtime/FlagosHooks.h"
+#if defined(FLAGOS_PLATFORM_CUDA)
+#include "python/Graphs.h"
+#endif
 
 namespace {
 
@@ -312,6 +315,26 @@ PyObject* drain_autograd_device_thread(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+// {function name: calls} of the vendor runtime's API since start or the last reset (empty where the runtime
+// counts nothing); with a true argument the counters are reset after reading.
+PyObject* runtime_api_calls(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  PyObject* counts = PyDict_New();
+  if (counts == nullptr) return nullptr;
+  for (const auto& [name, calls] : runtime::api_call_counts()) {
+    PyObject* value = PyLong_FromUnsignedLongLong(calls);
+    if (value == nullptr || PyDict_SetItemString(counts, name.c_str(), value) != 0) {
+      Py_XDECREF(value);
+      Py_DECREF(counts);
+      return nullptr;
+    }
+    Py_DECREF(value);
+  }
+  if (PyObject_IsTrue(arg)) runtime::reset_api_call_counts();
+  return counts;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"_platform", platform, METH_NOARGS, "Platform this plugin was built for."},
     {"_configuration_error", configuration_error, METH_NOARGS, "Why the runtime is unusable, or ''."},
@@ -333,6 +356,8 @@ PyMethodDef methods[] = {
     {"_empty_strided", empty_strided, METH_VARARGS, "empty_strided(size, stride, dtype) on the current device."},
     {"_drain_autograd_device_thread", drain_autograd_device_thread, METH_VARARGS,
      "(index, timeout_s): whether autograd's thread for a flagos device ran everything queued before the call."},
+    {"_runtime_api_calls", runtime_api_calls, METH_O,
+     "(reset) -> {runtime API function: calls} since start or the last reset; reset afterwards if true."},
     {"_kernel_view", kernel_view, METH_O, "The zero-copy kernel-device view of a flagos tensor (others as given)."},
     {"_adopt_kernel_result", adopt_kernel_result, METH_VARARGS,
      "A kernel-device result as a tensor of flagos device `index` (adopted where it can be, else copied)."},
@@ -352,6 +377,10 @@ PyMODINIT_FUNC PyInit__C(void) {
   HANDLE_TH_ERRORS
   torch_fl::register_hooks();
   torch_fl::aten::register_kernel_device_routes();
-  return PyModule_Create(&module_def);
+  PyObject* module = PyModule_Create(&module_def);
+#if defined(FLAGOS_PLATFORM_CUDA)
+  if (module != nullptr) torch_fl::python::add_graph_capture(module);
+#endif
+  return module;
   END_HANDLE_TH_ERRORS
 }

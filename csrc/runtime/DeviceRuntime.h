@@ -14,8 +14,10 @@
 
 #include <cstddef>
 #include <optional>
+#include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace torch_fl::runtime {
 
@@ -83,5 +85,12 @@ void record_event(EventHandle event, StreamHandle stream);
 bool query_event(EventHandle event);
 void synchronize_event(EventHandle event);
 double event_elapsed_ms(EventHandle start, EventHandle end);
+
+// How often each function of the vendor runtime's API was called since the process started or the last
+// reset, by the function's name, where the runtime counts its calls (the host runtime's tracing interface);
+// empty where it does not (on cuda, the profiler's CUDA activity counts them).  Tests hold the plugin to a
+// number of runtime calls per operator with it.
+std::vector<std::pair<std::string, uint64_t>> api_call_counts();
+void reset_api_call_counts();
 
 }  // namespace torch_fl::runtime

@@ -95,6 +95,14 @@ HOSTRT_API hostrtError_t hostrtEventQuery(hostrtEvent_t event);
 HOSTRT_API hostrtError_t hostrtEventSynchronize(hostrtEvent_t event);
 HOSTRT_API hostrtError_t hostrtEventElapsedTime(float* ms, hostrtEvent_t start, hostrtEvent_t end);
 
+/* API call counters, the runtime's tracing interface: how often each function above was called since the
+ * process started or the last reset.  Index i in [0, hostrtGetApiCallCount()) names one function
+ * ("hostrtMalloc", ...); an index out of range gives NULL and 0. */
+HOSTRT_API int hostrtGetApiCallCount(void);
+HOSTRT_API const char* hostrtGetApiCallName(int index);
+HOSTRT_API unsigned long long hostrtGetApiCallCounter(int index);
+HOSTRT_API void hostrtResetApiCallCounters(void);
+
 #ifdef __cplusplus
 }
 #endif

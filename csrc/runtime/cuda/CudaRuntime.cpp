@@ -169,4 +169,9 @@ double event_elapsed_ms(EventHandle start, EventHandle end) {
   return ms;
 }
 
+// The CUDA runtime keeps no call counters; CUPTI (torch.profiler's CUDA activity) counts its calls.
+std::vector<std::pair<std::string, uint64_t>> api_call_counts() { return {}; }
+
+void reset_api_call_counts() {}
+
 }  // namespace torch_fl::runtime

@@ -165,4 +165,12 @@ double event_elapsed_ms(EventHandle start, EventHandle end) {
   return ms;
 }
 
+std::vector<std::pair<std::string, uint64_t>> api_call_counts() {
+  std::vector<std::pair<std::string, uint64_t>> counts;
+  for (int i = 0; i < hostrtGetApiCallCount(); ++i) counts.emplace_back(hostrtGetApiCallName(i), hostrtGetApiCallCounter(i));
+  return counts;
+}
+
+void reset_api_call_counts() { hostrtResetApiCallCounters(); }
+
 }  // namespace torch_fl::runtime

@@ -1,0 +1,216 @@
+"""Batch-1 greedy decoding of a Hugging Face Llama on the GPU: flagos against native cuda, eager and graph-captured.
+
+The model is built from a config in code (8 layers, hidden 1024, 16 heads, bf16, random weights made on the
+CPU from one seed, so both sides hold the same model); the prompt is 32 tokens, and 64 tokens are generated
+greedily.  Two ways of running the same decode loop:
+
+* eager: the model's forward per token with Hugging Face's dynamic cache, as a plain script runs it;
+* graph: a static cache, and the one-token step captured once into a graph (``torch.cuda.graph`` on cuda,
+  ``torch.flagos.graph`` on flagos) and replayed per token with the token, its position and the attention
+  mask written into the captured inputs; this is how CUDA users serve host-bound decoding.
+
+flagos runs here, native cuda in the reference interpreter (`--reference-python`, _gpu_common.py says why),
+both pinned to the same two cores; the two take turns, one whole generation each, `--runs` times per mode.
+Reported per mode: the median tokens/s of each side, the median of the per-pair ratios, and how many of the
+64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
+>= 2x flagos eager.
+
+    python benchmarks/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager,graph] [--reference-python PY]
+"""
+
+from __future__ import annotations
+
+import inspect
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+from _gpu_common import NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores
+
+LAYERS, HIDDEN, HEADS, FF, VOCAB = 8, 1024, 16, 2816, 32000
+PROMPT, NEW = 32, 64
+MODES = ("eager", "graph")
+
+
+def build_model(device: str) -> Any:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(hidden_size=HIDDEN, intermediate_size=FF, num_hidden_layers=LAYERS,
+                         num_attention_heads=HEADS, num_key_value_heads=HEADS, vocab_size=VOCAB,
+                         max_position_embeddings=PROMPT + NEW, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()  # made on the CPU: the same weights on both sides
+    return model.to(device=device, dtype=torch.bfloat16)
+
+
+def graph_api(device: str) -> Any:
+    """torch.cuda / torch.flagos: the module with CUDAGraph, graph and Stream for `device`."""
+    return torch.flagos if device == "flagos" else torch.cuda
+
+
+def static_cache(model: Any, device: str) -> Any:
+    from transformers import StaticCache
+
+    wanted = {"config": model.config, "max_cache_len": PROMPT + NEW, "max_batch_size": 1, "batch_size": 1,
+              "device": torch.device(device), "dtype": torch.bfloat16}
+    accepted = inspect.signature(StaticCache.__init__).parameters
+    return StaticCache(**{k: v for k, v in wanted.items() if k in accepted})
+
+
+class Decoder:
+    """The model and prompt on `device`; run(mode) generates NEW tokens and returns tokens/s and the tokens."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.api = device, device_api(device)
+        self.model = build_model(device)
+        self.prompt = torch.randint(0, VOCAB, (1, PROMPT), generator=torch.Generator().manual_seed(1)).to(device)
+        self.graph: Any = None
+
+    def eager(self) -> list[int]:
+        model, tokens = self.model, []
+        out = model(input_ids=self.prompt, use_cache=True)
+        for _ in range(NEW):
+            token = out.logits[:, -1:].argmax(-1)
+            tokens.append(token)
+            if len(tokens) == NEW:
+                break
+            out = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
+        return torch.cat(tokens, dim=1)[0].tolist()
+
+    def _capture(self) -> None:
+        """The static cache, the step's static inputs and outputs, and the captured step."""
+        device, model = self.device, self.model
+        self.cache = static_cache(model, device)
+        self.token = torch.zeros(1, 1, dtype=torch.long, device=device)
+        self.position = torch.zeros(1, dtype=torch.long, device=device)
+        # A 4-D boolean mask is used as given (Hugging Face's mask helpers would read values on the host).
+        self.mask = torch.zeros(1, 1, 1, PROMPT + NEW, dtype=torch.bool, device=device)
+        self._prefill()
+
+        def step() -> torch.Tensor:
+            logits = model(input_ids=self.token, position_ids=self.position[None], cache_position=self.position,
+                           attention_mask=self.mask, past_key_values=self.cache, use_cache=True).logits
+            return logits[:, -1:].argmax(-1)
+
+        api = graph_api(device)
+        side = api.Stream()
+        side.wait_stream(api.current_stream())
+        with api.stream(side):
+            for _ in range(3):  # warm-up on a side stream, as before any capture
+                step()
+        api.current_stream().wait_stream(side)
+        self.graph = api.CUDAGraph()
+        with api.graph(self.graph):
+            self.next_token = step()
+
+    def _prefill(self) -> torch.Tensor:
+        positions = torch.arange(PROMPT, device=self.device)
+        self.mask.zero_()
+        self.mask[..., :PROMPT] = True
+        causal = torch.ones(PROMPT, PROMPT + NEW, dtype=torch.bool, device=self.device).tril()[None, None]
+        logits = self.model(input_ids=self.prompt, position_ids=positions[None], cache_position=positions,
+                            attention_mask=causal, past_key_values=self.cache, use_cache=True).logits
+        return logits[:, -1:].argmax(-1)
+
+    def graphed(self) -> list[int]:
+        if self.graph is None:
+            self._capture()
+        token = self._prefill()
+        tokens = [token]
+        for i in range(NEW - 1):
+            position = PROMPT + i
+            self.token.copy_(token)
+            self.position.fill_(position)
+            self.mask[..., position] = True
+            self.graph.replay()
+            token = self.next_token.clone()
+            tokens.append(token)
+        return torch.cat(tokens, dim=1)[0].tolist()
+
+    def run(self, mode: str) -> dict[str, Any]:
+        generate = self.eager if mode == "eager" else self.graphed
+        with torch.inference_mode():
+            if mode == "graph" and self.graph is None:
+                generate()  # capture outside the timed run
+            self.api.synchronize()
+            start = time.perf_counter()
+            tokens = generate()
+            self.api.synchronize()
+        seconds = time.perf_counter() - start
+        return {"tokens_per_s": NEW / seconds, "tokens": tokens}
+
+
+def failure_as_record(run: Any, mode: str) -> dict[str, Any]:
+    """The native child's answer: the run, or its error as a record (the child must outlive one failed mode)."""
+    try:
+        return run(mode)
+    except Exception as error:  # noqa: BLE001 - reported to the parent, which records it per mode
+        return {"error": f"native: {type(error).__name__}: {str(error).splitlines()[0][:300]}"}
+
+
+def native_run(native: Any, mode: str) -> dict[str, Any]:
+    answer = native.ask("run", mode)
+    if "error" in answer:
+        raise RuntimeError(answer["error"])
+    return answer
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"tokens_per_s": round(statistics.median(r["tokens_per_s"] for r in runs), 1),
+            "runs": [round(r["tokens_per_s"], 1) for r in runs]}
+
+
+def compare(mode: str, native: Any, flagos: Decoder, runs: int) -> dict[str, Any]:
+    native_runs, flagos_runs = [], []
+    native_run(native, mode)  # warm-up, and for graph the capture
+    flagos.run(mode)
+    for _ in range(runs):
+        native_runs.append(native_run(native, mode))
+        flagos_runs.append(flagos.run(mode))
+    ratios = [f["tokens_per_s"] / n["tokens_per_s"] for n, f in zip(native_runs, flagos_runs)]
+    same = sum(a == b for a, b in zip(native_runs[-1]["tokens"], flagos_runs[-1]["tokens"]))
+    return {"native": summary(native_runs), "flagos": summary(flagos_runs),
+            "ratio": round(statistics.median(ratios), 3), "ratios": [round(r, 3) for r in ratios],
+            "tokens_alike": f"{same}/{NEW}"}
+
+
+def main() -> int:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated: eager, graph")
+    args = p.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or any(m not in MODES for m in modes):
+        print(f"--modes {args.modes}: give a comma-separated subset of {', '.join(MODES)}", file=sys.stderr)
+        return 2
+    if args.native_child:
+        decoder = Decoder("cuda")
+        serve({"run": lambda mode: failure_as_record(decoder.run, mode)})
+        return 0
+    require_flagos()
+    cores = share_cores()
+    native = NativeChild(reference_python(args.reference_python), __file__)
+    results: dict[str, Any] = {}
+    try:
+        flagos = Decoder("flagos")
+        for mode in modes:
+            try:
+                results[mode] = compare(mode, native, flagos, args.runs)
+            except Exception as error:  # noqa: BLE001 - one mode failing must not lose the others' figures
+                results[mode] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
+        native_env = native.ask("environment")
+    finally:
+        native.close()
+    report: dict[str, Any] = {"benchmark": "gpu_decode", "model": f"Llama {LAYERS}x{HIDDEN} bf16",
+                              "prompt_tokens": PROMPT, "new_tokens": NEW, "cores": cores, "modes": results,
+                              "goals": {"eager": 0.95, "graph": 0.97, "graph_over_flagos_eager": 2.0}}
+    if "tokens_per_s" in results.get("graph", {}).get("flagos", {}) and "flagos" in results.get("eager", {}):
+        report["flagos_graph_over_eager"] = round(
+            results["graph"]["flagos"]["tokens_per_s"] / results["eager"]["flagos"]["tokens_per_s"], 2)
+    return emit(report, args.out, native_env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

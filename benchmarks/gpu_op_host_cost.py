@@ -1,0 +1,133 @@
+"""Host cost per call of the operators a decoding or training step makes, on the GPU: flagos against native cuda.
+
+Each op runs on the small tensors of a batch-1 decoding step (hidden 1024, bf16), `--number` calls in a
+row after a warm-up, then one synchronisation: at these sizes the GPU keeps up with the host, so the time
+per call is what the host spends to issue it (Python, the dispatcher, the device layer, the launch).
+flagos runs here, native cuda in the reference interpreter (`--reference-python`, _gpu_common.py says why),
+both pinned to the same two cores, taking turns op by op and repeat by repeat.  The report lists each op's
+median microseconds per call on both sides and the difference, largest first: where flagos's extra host
+time per op goes.  A diagnostic for gpu_decode.py and gpu_transformer.py, not a goal of its own.
+
+    python benchmarks/gpu_op_host_cost.py [--out gpu_op_host_cost.json] [--number 2000] [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from _gpu_common import NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores
+
+HIDDEN, HEADS, CACHE = 1024, 16, 96
+
+
+def cases(device: str) -> dict[str, Callable[[], object]]:
+    """Op name -> a call of it on `device` (inputs made once)."""
+    g = torch.Generator().manual_seed(0)
+    bf16 = {"dtype": torch.bfloat16}
+
+    def rand(*shape: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+        return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
+
+    x, y, w = rand(1, 1, HIDDEN), rand(1, 1, HIDDEN), rand(HIDDEN, HIDDEN)
+    q, k = rand(1, HEADS, 1, HIDDEN // HEADS), rand(1, HEADS, CACHE, HIDDEN // HEADS)
+    table, ids = rand(4096, HIDDEN), torch.tensor([[7]], device=device)
+    cache, position, one = rand(1, HEADS, CACHE, HIDDEN // HEADS), torch.tensor([5], device=device), q.clone()
+    small = rand(32, 32, dtype=torch.float32)
+    return {
+        "add": lambda: x + y,
+        "add_scalar": lambda: x + 1,
+        "mul": lambda: x * y,
+        "mul_": lambda: x.mul_(1.0),
+        "neg": lambda: -x,
+        "rsqrt": lambda: torch.rsqrt(x),
+        "pow": lambda: x.pow(2),
+        "mean": lambda: x.mean(-1, keepdim=True),
+        "to_float": lambda: x.float(),
+        "silu": lambda: F.silu(x),
+        "linear": lambda: F.linear(x, w),
+        "matmul_fp32_32": lambda: small @ small,
+        "view": lambda: x.view(1, 1, HEADS, HIDDEN // HEADS),
+        "transpose": lambda: q.transpose(1, 2),
+        "reshape": lambda: x.reshape(1, HEADS, 1, -1),
+        "slice": lambda: x[..., : HIDDEN // 2],
+        "unsqueeze": lambda: x.unsqueeze(0),
+        "cat": lambda: torch.cat((x, y), dim=-1),
+        "embedding": lambda: F.embedding(ids, table),
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, k),
+        "softmax": lambda: torch.softmax(x, dim=-1),
+        "argmax": lambda: x.argmax(-1),
+        "index_copy_": lambda: cache.index_copy_(2, position, one),
+        "clone": lambda: x.clone(),
+        "contiguous": lambda: q.transpose(1, 2).contiguous(),
+        "arange": lambda: torch.arange(32, device=device),
+        "zeros": lambda: torch.zeros(1, HIDDEN, device=device, **bf16),
+        "empty": lambda: torch.empty(1, HIDDEN, device=device, **bf16),
+    }
+
+
+def host_us(device: str, call: Callable[[], object], number: int) -> float:
+    api = device_api(device)
+    api.synchronize()
+    start = time.perf_counter()
+    for _ in range(number):
+        call()
+    api.synchronize()
+    return (time.perf_counter() - start) / number * 1e6
+
+
+def timers(device: str, number: int) -> dict[str, Callable[[], float]]:
+    out = {}
+    with torch.inference_mode():
+        for name, call in cases(device).items():
+            for _ in range(200):
+                call()
+            out[name] = lambda call=call: host_us(device, call, number)
+    return out
+
+
+def main() -> int:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--number", type=int, default=2000)
+    p.add_argument("--repeats", type=int, default=7)
+    args = p.parse_args()
+    if args.native_child:
+        native_timers = timers("cuda", args.number)
+
+        def time_op(name: str) -> dict[str, float]:
+            with torch.inference_mode():
+                return {"us": native_timers[name]()}
+
+        serve({"time": time_op})
+        return 0
+    require_flagos()
+    cores = share_cores()
+    native = NativeChild(reference_python(args.reference_python), __file__, "--number", str(args.number))
+    rows = []
+    try:
+        flagos = timers("flagos", args.number)
+        for name, flagos_timer in flagos.items():
+            native_us, flagos_us = [], []
+            for _ in range(args.repeats):
+                native_us.append(native.ask("time", name)["us"])
+                with torch.inference_mode():
+                    flagos_us.append(flagos_timer())
+            n, f = statistics.median(native_us), statistics.median(flagos_us)
+            rows.append({"op": name, "native_us": round(n, 2), "flagos_us": round(f, 2), "extra_us": round(f - n, 2),
+                         "ratio": round(f / n, 3)})
+        native_env = native.ask("environment")
+    finally:
+        native.close()
+    rows.sort(key=lambda r: -r["extra_us"])
+    ratios = [r["ratio"] for r in rows]
+    return emit({"benchmark": "gpu_op_host_cost", "number": args.number, "cores": cores, "ops": rows,
+                 "median_ratio": statistics.median(ratios), "median_extra_us": statistics.median(
+                     r["extra_us"] for r in rows)}, args.out, native_env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
