@@ -105,3 +105,55 @@ def test_json_error_document(out: Path) -> None:
     doc = res.json
     assert doc["version"] == 1 and doc["ok"] is False and doc["exit_code"] == 2
     assert doc["error"]["type"] == "RecipeError" and doc["error"]["value"] == "metx"
+
+
+# -- --from-wheel is the user's input: a broken file is refused at configure (exit 2) ----------
+
+@pytest.mark.compile
+def test_truncated_from_wheel(out: Path, platform_inputs) -> None:
+    inputs = platform_inputs("host")
+    wheel = inputs.plugin_wheel
+    data = wheel.read_bytes()
+    wheel.write_bytes(data[: len(data) // 2])  # a download cut short
+    res = run_build([*inputs.args, "--out", str(out)])
+    _assert_usage_error(res, "--from-wheel is not a readable zip archive", out, {"keep.txt"})
+    assert "BadZipFile" not in res.stderr and "internal error" not in res.stderr
+
+
+@pytest.mark.compile
+def test_from_wheel_with_a_corrupt_member(out: Path, platform_inputs) -> None:
+    inputs = platform_inputs("host")
+    wheel = inputs.plugin_wheel
+    data = bytearray(wheel.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # inside some member's compressed data: the archive opens, the CRC fails
+    wheel.write_bytes(bytes(data))
+    res = run_build([*inputs.args, "--out", str(out)])
+    assert res.rc == 2, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--from-wheel" in lines[0] and "Traceback" not in res.stderr
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("name", ["torch_fl.whl", "torch_fl-2.13.0+host.whl", "not-a-wheel-at-all.zip"])
+def test_from_wheel_with_a_bad_name(out: Path, platform_inputs, name: str) -> None:
+    inputs = platform_inputs("host")
+    renamed = inputs.plugin_wheel.rename(inputs.plugin_wheel.with_name(name))
+    args = [str(renamed) if a == str(inputs.plugin_wheel) else a for a in inputs.args]
+    res = run_build([*args, "--out", str(out)])
+    _assert_usage_error(res, "--from-wheel: invalid wheel file name", out, {"keep.txt"})
+
+
+@pytest.mark.compile
+def test_from_wheel_of_another_version(out: Path, platform_inputs) -> None:
+    inputs = platform_inputs("host")
+    wheel = inputs.plugin_wheel
+    other = wheel.with_name(wheel.name.replace("+host", "+elsewhere", 1))
+    wheel.rename(other)
+    args = [str(other) if a == str(wheel) else a for a in inputs.args]
+    res = run_build([*args, "--out", str(out)])
+    _assert_usage_error(res, "--from-wheel: the wheel has another version than configured", out, {"keep.txt"})
+
+
+def test_from_wheel_directory(out: Path, tmp_path: Path) -> None:
+    res = run_build(["--platform", "host", "--from-wheel", str(tmp_path), "--out", str(out)])
+    _assert_usage_error(res, "--from-wheel is a directory", out, {"keep.txt"})

@@ -19,9 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-from .configure import Config
+from .configure import Config, wheel_name_problem
 from .errors import BuildError
 from .torch_download import cache_dir
 
@@ -37,17 +35,10 @@ class BuiltWheel:
 
 
 def _check(path: Path, config: Config) -> BuiltWheel:
-    try:
-        name, version, _, _ = parse_wheel_filename(path.name)
-    except InvalidWheelFilename as exc:
-        raise BuildError("the build produced an invalid wheel name", path.name, str(exc)) from None
-    if name != "torch-fl":
-        raise BuildError("the wheel is not torch_fl", path.name, "build the torch_fl source tree")
-    if str(version) != config.wheel_version:
-        raise BuildError("the built wheel has another version than configured",
-                         f"{version} vs {config.wheel_version}",
-                         "build with torch-fl-build (it passes FLAGOS_WHEEL_LOCAL_VERSION), or rebuild --from-wheel")
-    return BuiltWheel(path, "torch_fl", str(version), None)
+    bad = wheel_name_problem(path, config.wheel_version)
+    if bad is not None:
+        raise BuildError(f"the build produced a wheel that fails its name check: {bad.problem}", bad.value, bad.fix)
+    return BuiltWheel(path, "torch_fl", config.wheel_version, None)
 
 
 #: What the CMake build of the cuda runtime needs from the CUDA torch (CMakeLists.txt:
@@ -94,8 +85,8 @@ def _cuda_torch_dir(config: Config) -> Path | None:
 
 def build(config: Config, work: Path, log: Callable[[str], None] = lambda _: None) -> BuiltWheel:
     if config.from_wheel is not None:
-        # A wheel built elsewhere (or a test fixture): check it is the configured one.
-        return _check(config.from_wheel, config)
+        # A wheel built elsewhere (or a test fixture): configure checked its name and archive.
+        return BuiltWheel(config.from_wheel, "torch_fl", config.wheel_version, None)
     dist = work / "dist"
     dist.mkdir(parents=True, exist_ok=True)
     log_path = work / "build.log"

@@ -13,9 +13,11 @@ import os
 import re
 import sys
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from .companions import companion_pins, extra_requirements, requires_dist
@@ -25,7 +27,7 @@ from .recipe import Recipe, load_recipe
 from .torch_info import TorchInfo, VendorTorch, base_version, installed_torch
 from .vendor_torch import cuda_requirements, resolve_vendor
 
-__all__ = ["Config", "check_concrete_version", "configure"]
+__all__ = ["Config", "WheelNameProblem", "check_concrete_version", "configure", "wheel_name_problem"]
 
 #: Values that name no version at all; docs/architecture.md, "compatibility.json": "absent means unknown".
 PLACEHOLDER_VERSIONS = frozenset({"unknown", "latest", "any", "none", "*", "x", "n/a", "na", "tbd", "current"})
@@ -166,6 +168,57 @@ def _source_date_epoch() -> int:
     return max(value, 315532800)
 
 
+@dataclass(frozen=True)
+class WheelNameProblem:
+    """Why a wheel's file name is not the configured torch_fl wheel (the parts of a PipelineError)."""
+
+    problem: str
+    value: str
+    fix: str
+
+
+def wheel_name_problem(path: Path, wheel_version: str | None) -> WheelNameProblem | None:
+    """None when ``path`` is named as the torch_fl wheel of ``wheel_version`` (any version when None).
+
+    One check for both origins of the plugin wheel: ``--from-wheel`` (the user's input, exit 2)
+    and the build stage's own output (a failed build, exit 1).
+    """
+    try:
+        name, version, _, _ = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as exc:
+        return WheelNameProblem("invalid wheel file name", path.name,
+                                f"{exc}; a wheel is named name-version-python-abi-platform.whl")
+    if name != "torch-fl":
+        return WheelNameProblem("the wheel is not torch_fl", path.name, "build the torch_fl source tree")
+    if wheel_version is not None and str(version) != wheel_version:
+        return WheelNameProblem("the wheel has another version than configured", f"{version} vs {wheel_version}",
+                                "build with torch-fl-build (it passes FLAGOS_WHEEL_LOCAL_VERSION), "
+                                "or rebuild --from-wheel")
+    return None
+
+
+def _check_from_wheel(path: Path, wheel_version: str | None) -> None:
+    """``--from-wheel`` is input: a bad name or an unreadable archive is refused here (exit 2),
+    before bundle would trip over it half-way."""
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "not found"
+        raise ConfigureError(f"--from-wheel {what}", path, "pass a built torch_fl wheel file")
+    bad = wheel_name_problem(path, wheel_version)
+    if bad is not None:
+        raise ConfigureError(f"--from-wheel: {bad.problem}", bad.value, bad.fix)
+    if wheel_version is not None:
+        return
+    try:
+        with zipfile.ZipFile(path) as zf:
+            corrupt = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise ConfigureError("--from-wheel is not a readable zip archive", f"{path}: {exc}",
+                             "the file is truncated or corrupt; build or copy the wheel again") from None
+    if corrupt is not None:
+        raise ConfigureError("--from-wheel has a corrupt member", f"{path}: {corrupt}",
+                             "the file is damaged; build or copy the wheel again")
+
+
 def configure(
     *,
     platform: str,
@@ -185,8 +238,8 @@ def configure(
                           "run from the torch_fl checkout or pass --source")
     recipe = load_recipe(platform, bundlers)
     patchelf, _ = find_patchelf()
-    if from_wheel is not None and not from_wheel.is_file():
-        raise ConfigureError("--from-wheel not found", from_wheel, "pass a built torch_fl wheel")
+    if from_wheel is not None:
+        _check_from_wheel(from_wheel, None)
     if not 0 <= compress_level <= 9:
         raise ConfigureError("--compress-level out of range", compress_level, "use 0..9")
     if target_python is not None and not target_python.is_file():
@@ -220,6 +273,8 @@ def configure(
     if recipe.kind == "cuda-assets" and vendor is not None:
         reqs += cuda_requirements(vendor)
     companions = companion_pins(source_dir, recipe.platform)
+    if from_wheel is not None:
+        _check_from_wheel(from_wheel, f"{base}+{local}")
     return Config(
         recipe=recipe,
         source_dir=source_dir,
