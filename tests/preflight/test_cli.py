@@ -193,6 +193,47 @@ def test_markdown_table(host_wheel: Path, natives: B.Natives, tmp_path: Path) ->
     assert r.returncode == 0 and "missing provenance" in r.stdout
 
 
+def test_markdown_table_fails_a_wheel_whose_record_does_not_match(natives: B.Natives, tmp_path: Path) -> None:
+    pinned = B.write_wheel(tmp_path, B.WheelSpec(B.host_wheel_files(natives), manifest_extra={
+        "companions": {"flaggems": "4.2.0", "flagtree": "0.3.0", "flagcx": "0.6.0"}}))
+
+    def flip(name: str, data: bytes) -> bytes:
+        if name.endswith("libflagos_dep.so"):
+            b = bytearray(data)
+            b[-1] ^= 0xFF
+            return bytes(b)
+        return data
+
+    (tmp_path / "bad").mkdir()
+    bad = B.rewrite_wheel(pinned, tmp_path / "bad" / pinned.name, flip)
+    r = B.run_preflight(["--markdown-table", "--release", "--wheel", str(pinned), str(bad)])
+    assert r.returncode == 1, r.stdout + r.stderr
+    table = [ln for ln in r.stdout.splitlines() if ln.startswith("| ")]
+    assert table[0].endswith("| sha256 | check |")
+    good_row, bad_row = ([c.strip() for c in row.strip("|").split("|")] for row in table[1:])
+    assert good_row[-1] == "ok"
+    assert bad_row[-1].startswith("FAIL ") and "wheel.record" in bad_row[-1] and "manifest.elf" in bad_row[-1]
+    assert any(ln.startswith("failed: ") and "wheel.record" in ln for ln in r.stdout.splitlines())
+    r = B.run_preflight(["--markdown-table", "--wheel", str(bad)])  # not a release: still a failed check
+    assert r.returncode == 1
+
+
+def test_markdown_table_refuses_json(host_wheel: Path) -> None:
+    r = B.run_preflight(["--markdown-table", "--json", "--wheel", str(host_wheel)])
+    assert r.returncode == 2
+    line, = r.stderr.strip().splitlines()
+    assert "--json" in line and "--markdown-table" in line and "Traceback" not in r.stderr
+    doc = json.loads(r.stdout)  # --json asked: the error as one JSON document, no Markdown
+    assert doc["ok"] is False and "|" not in r.stdout.replace(doc["error"], "")
+
+
+def test_wheel_that_is_a_directory_exits_2(tmp_path: Path) -> None:
+    r = B.run_preflight(["--wheel", str(tmp_path)])
+    assert r.returncode == 2
+    line, = r.stderr.strip().splitlines()
+    assert "is a directory" in line and "*.whl" in line and "zip" not in line
+
+
 def test_metadata_disagreement_fails(natives: B.Natives, target_python: str, tmp_path: Path) -> None:
     spec = B.WheelSpec(B.host_wheel_files(natives))
     m = B.manifest_for(spec.files, tags=[spec.tag], filename=spec.filename, requirements=["torch>=2.12"],

@@ -64,6 +64,17 @@ def test_host_wheel_passes_then_tampered_copy_fails(fresh_preflight: Path, host_
     assert "FAIL wheel.record" in r.stdout and "FAIL manifest.elf" in r.stdout
 
 
+def test_without_python_points_at_it(fresh_preflight: Path, host_wheel: Path) -> None:
+    """Run where it is installed (no torch there) without --python: one line naming --python, not
+    a failed torch check followed by every unresolved ELF symbol of the wheel."""
+    for mode in (["--wheel", str(host_wheel)], ["--installed"]):
+        r = subprocess.run([_cli(fresh_preflight), *mode], capture_output=True, text=True, check=False)
+        assert r.returncode == 2, r.stdout + r.stderr
+        line, = r.stderr.strip().splitlines()
+        assert "torch is not installed in the environment preflight runs in" in line and "--python" in line
+        assert r.stdout == ""
+
+
 def test_wheel_for_another_python_fails_the_tag_check(fresh_preflight: Path, natives: B.Natives,
                                                       target_python: str, tmp_path: Path) -> None:
     other = "cp310" if B.PY_TAG != "cp310" else "cp312"

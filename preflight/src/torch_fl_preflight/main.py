@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from torch_fl_preflight import __version__, release_table
 from torch_fl_preflight.checker import Options, check_installed, check_wheel
-from torch_fl_preflight.errors import PreflightError, UsageError
+from torch_fl_preflight.errors import HostProbeError, PreflightError, UsageError
 from torch_fl_preflight.host_checks import HostOptions
 from torch_fl_preflight.host_env import HostEnv, HostProbe
 from torch_fl_preflight.report import SubjectReport, exit_code, to_json, to_text
@@ -76,12 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="treat differences from the tested torch/SDK versions as failures",
     )
     p.add_argument("--no-elf-gates", action="store_true", help="skip the ELF load gates")
-    p.add_argument(
+    # One output form per run: the table is Markdown by definition, and --json's report already
+    # carries each wheel's facts (the table's columns) under subjects[].facts.
+    form = p.add_mutually_exclusive_group()
+    form.add_argument(
         "--markdown-table",
         action="store_true",
-        help="print the release table of the given wheels; with --release, fail when one lacks provenance",
+        help="print the release table of the given wheels after checking each one alone (identity, RECORD, "
+        "manifest, ELF records); fails when one fails, and with --release when one lacks provenance",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    form.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--verbose", "-v", action="store_true", help="show skipped checks and every detail")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -111,7 +115,16 @@ def run(argv: Sequence[str] | None) -> tuple[int, str]:
     probe = HostProbe(args.python)
 
     def host_for() -> HostEnv:
-        return probe.result()
+        host = probe.result()
+        if args.python is None and host.torch is None:
+            # Preflight installed on its own (pipx, a tools venv) describes its own environment by
+            # default; without torch there, every check below would fail for that reason alone.
+            raise HostProbeError(
+                f"torch is not installed in the environment preflight runs in ({host.prefix})",
+                "pass --python PATH, the interpreter of the environment that has torch and will import "
+                "torch_fl (for example --python /path/to/venv/bin/python)",
+            )
+        return host
 
     reports: list[SubjectReport] = (
         [check_installed(host_for, opts)] if args.installed else [check_wheel(w, host_for, opts) for w in args.wheel]

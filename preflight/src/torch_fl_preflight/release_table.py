@@ -6,9 +6,8 @@ import hashlib
 import os
 
 from torch_fl_preflight import wheel_checks
-from torch_fl_preflight.checker import read_wheel_manifest
-from torch_fl_preflight.manifest_checks import check_release
-from torch_fl_preflight.report import SubjectReport
+from torch_fl_preflight.checker import Options, check_wheel, read_wheel_manifest
+from torch_fl_preflight.report import Status
 from torch_fl_preflight.wheel_reader import WheelArchive
 
 COLUMNS = (
@@ -23,6 +22,7 @@ COLUMNS = (
     "FlagCX",
     "size",
     "sha256",
+    "check",
 )
 MISSING = "—"
 
@@ -44,17 +44,28 @@ def _size(n: int) -> str:
 
 
 def render(wheels: list[str], *, release: bool) -> tuple[str, bool]:
-    """(markdown, ok); ok is False when a wheel lacks the provenance a release needs."""
+    """(markdown, ok).
+
+    Each wheel is first checked alone, as ``--wheel`` checks it without a target (identity, RECORD,
+    manifest, ELF records): a table of releases must not list a wheel whose bytes are not the ones
+    its manifest describes. ok is False when a check fails, and with ``release`` when a wheel lacks
+    the provenance a release needs; the ``check`` column names the failed checks of each row."""
     rows = []
-    problems = []
+    problems: list[str] = []
+    failures: list[str] = []
     for path in wheels:
+        report = check_wheel(path, None, Options(release=release))
         with WheelArchive(path) as whl:
             meta = wheel_checks.read_wheel_metadata(whl)
             m = read_wheel_manifest(whl, meta)
-        probe = SubjectReport(os.path.basename(path))
-        check_release(m, probe, release=release)
+        failed = [f for f in report.findings if f.status is Status.FAIL]
         problems += [
-            f"{probe.subject}: {f.message}" for f in probe.findings if f.status.value in ("fail", "warn")
+            f"{report.subject}: {f.message}"
+            for f in report.findings
+            if f.id == "manifest.provenance" and f.status in (Status.FAIL, Status.WARN)
+        ]
+        failures += [
+            f"{report.subject}: {f.id}: {f.message}" for f in failed if f.id != "manifest.provenance"
         ]
         comps = m.get("companions", {})
         sdk = m["sdk"]
@@ -71,11 +82,15 @@ def render(wheels: list[str], *, release: bool) -> tuple[str, bool]:
                 comps.get("flagcx", MISSING),
                 _size(os.path.getsize(path)),
                 _sha256(path)[:12],
+                "FAIL " + ", ".join(dict.fromkeys(f.id for f in failed)) if failed else "ok",
             )
         )
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
+    if failures:
+        lines.append("")
+        lines += [f"failed: {p}" for p in failures]
     if problems:
         lines.append("")
         lines += [f"missing provenance: {p}" for p in problems]
-    return "\n".join(lines), not (release and problems)
+    return "\n".join(lines), not failures and not (release and problems)

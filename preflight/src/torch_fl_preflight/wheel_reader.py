@@ -61,6 +61,10 @@ class WheelArchive:
             self._zip = zipfile.ZipFile(path)
         except FileNotFoundError as exc:
             raise WheelError(f"no such wheel ({path})", "pass the path of an existing .whl file") from exc
+        except IsADirectoryError as exc:
+            raise WheelError(
+                f"{path} is a directory, not a wheel file", f"pass the .whl files in it, e.g. --wheel {path}/*.whl"
+            ) from exc
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
             raise WheelError(
                 f"{path} is not a readable zip archive ({exc})",
