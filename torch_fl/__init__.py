@@ -68,7 +68,12 @@ if torch._C._get_privateuse1_backend_name() != _BACKEND:
 else:
     from torch_fl import flagos  # noqa: E402
 
-routing.install(routing.load(_C._platform()), log_dispatch=os.environ.get("FLAGOS_LOG_DISPATCH", "0") == "1")
+# A runtime setting it cannot use (FLAGOS_HOST_DEVICES=two) leaves the runtime with no device; the
+# runtime raises its message on the first flagos use, and import says it once, here.
+if _C._configuration_error():
+    _env.warn_setting(f"{_C._configuration_error()}; flagos is unusable in this process")
+
+routing.install_from_env(_C._platform(), log_dispatch=os.environ.get("FLAGOS_LOG_DISPATCH", "0") == "1")
 
 if torch.distributed.is_available():
     from torch_fl import distributed  # noqa: E402

@@ -12,7 +12,8 @@ import os
 import warnings
 from dataclasses import dataclass
 
-__all__ = ["EnvVar", "REGISTRY", "FlagosEnvWarning", "unknown_variables", "warn_unknown_variables", "markdown_table"]
+__all__ = ["EnvVar", "REGISTRY", "FlagosEnvWarning", "FlagosSettingWarning", "unknown_variables", "warn_setting",
+           "warn_unknown_variables", "markdown_table"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,20 @@ class FlagosEnvWarning(UserWarning):
     """An environment variable that looks like torch_fl's but is not one."""
 
 
+class FlagosSettingWarning(UserWarning):
+    """A torch_fl setting that cannot be used: flagos is unusable in this process; torch itself works."""
+
+
+def warn_setting(message: str, category: type[Warning] = FlagosSettingWarning) -> None:
+    """One warning line at import, attributed to torch_fl.
+
+    ``warn_explicit`` rather than ``warn``: torch imports torch_fl through its entry point, so any
+    stack level names a line of importlib or torch, which the default format would print as a
+    second, misleading line.  Filters still apply (``-W error`` turns it into an error).
+    """
+    warnings.warn_explicit(message, category, filename="torch_fl", lineno=0, module="torch_fl")
+
+
 def _known(name: str) -> bool:
     return any(name.startswith(v.name) if v.prefix else name == v.name for v in REGISTRY)
 
@@ -98,7 +113,7 @@ def warn_unknown_variables() -> None:
     for name in unknown_variables():
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"; did you mean {close[0]}?" if close else "; see the FLAGOS_* table in README.md"
-        warnings.warn(f"unknown environment variable {name} is ignored{hint}", FlagosEnvWarning, stacklevel=3)
+        warn_setting(f"unknown environment variable {name} is ignored{hint}", FlagosEnvWarning)
 
 
 def markdown_table() -> str:

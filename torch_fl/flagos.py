@@ -22,6 +22,7 @@ __all__ = [
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
     "reset_peak_memory_stats", "reset_accumulated_memory_stats", "empty_cache", "mem_get_info",
     "get_amp_supported_dtype", "get_device_name",
+    "CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
 ]
 
 _DeviceLike = Union[torch.device, str, int, None]
@@ -59,7 +60,15 @@ def _is_in_bad_fork() -> bool:
 
 
 def _lazy_init() -> None:
-    """The runtime initialises when the plugin loads; kept for torch's device-module protocol."""
+    """torch calls this before a tensor is made on flagos (``torch::utils::device_lazy_init``).
+
+    The runtime initialised when the plugin loaded; what can still stop flagos here is an unusable
+    setting that import only warned about.  Raising makes torch leave the device uninitialised, so
+    every later use raises the same one-line error.
+    """
+    from torch_fl import routing
+
+    routing.check_usable()
 
 
 def device_count() -> int:
@@ -242,3 +251,8 @@ def mem_get_info(device: _DeviceLike = None) -> tuple[int, int]:
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float16, torch.bfloat16]
+
+
+# ---- graph capture ----------------------------------------------------------
+
+from torch_fl.graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing  # noqa: E402

@@ -17,15 +17,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["RoutingError", "RoutingTable", "Route", "load", "install", "route", "provider_for"]
+from torch_fl._env import warn_setting
+
+__all__ = ["RoutingError", "RoutingTable", "Route", "load", "install", "install_from_env",
+           "check_usable", "route", "provider_for"]
 
 _CONFIG_DIR = Path(__file__).with_name("configs")
 _OP_PREFIX = "FLAGOS_OP_"
 _USE_FLAGGEMS = "FLAGOS_USE_FLAGGEMS"
+_BACKEND_CONFIG = "FLAGOS_BACKEND_CONFIG"
 
 
 class RoutingError(ValueError):
     """A routing file or FLAGOS_OP_* variable that cannot be used."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
+        """The environment variable to fix (None: the packaged routing file, a broken installation)."""
+
+    def fix(self) -> str:
+        if self.setting is None:
+            return "the packaged routing file is damaged: reinstall torch_fl"
+        return f"fix or unset {self.setting}, then start the program again"
+
+
 
 
 class Route(NamedTuple):
@@ -50,20 +66,21 @@ def _suggest(value: str, choices: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _check_provider(provider: str, where: str, providers: list[str]) -> None:
+def _check_provider(provider: str, where: str, providers: list[str], setting: str | None) -> None:
     if provider not in providers:
         raise RoutingError(
-            f"{where}: unknown provider {provider!r}{_suggest(provider, providers)}; use one of {', '.join(providers)}"
+            f"{where}: unknown provider {provider!r}{_suggest(provider, providers)}; use one of {', '.join(providers)}",
+            setting,
         )
 
 
-def _check_op(op: str, where: str, op_names: set[str] | None) -> None:
+def _check_op(op: str, where: str, op_names: set[str] | None, setting: str | None) -> None:
     if op_names is None:
         op_names = _all_op_names()
     name = op.removeprefix("aten::")
     if name in op_names or f"aten::{name}" in op_names:
         return
-    raise RoutingError(f"{where}: unknown operator {op!r}{_suggest(f'aten::{name}', sorted(op_names))}")
+    raise RoutingError(f"{where}: unknown operator {op!r}{_suggest(f'aten::{name}', sorted(op_names))}", setting)
 
 
 @functools.cache
@@ -78,12 +95,14 @@ def _all_op_names() -> set[str]:
     return names
 
 
-def parse_file(path: Path, providers: list[str], op_names: set[str] | None = None) -> RoutingTable:
-    """``op_names``: the operators to check entries against (default: the dispatcher's)."""
+def parse_file(path: Path, providers: list[str], op_names: set[str] | None = None,
+               setting: str | None = None) -> RoutingTable:
+    """``op_names``: the operators to check entries against (default: the dispatcher's); ``setting``: the
+    variable that named the file, for errors (None: the packaged file)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise RoutingError(f"cannot read routing file {path}: {e.strerror}; fix FLAGOS_BACKEND_CONFIG") from None
+        raise RoutingError(f"cannot read routing file {path}: {e.strerror}", setting) from None
     default = "host"
     per_op: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -93,12 +112,12 @@ def parse_file(path: Path, providers: list[str], op_names: set[str] | None = Non
         where = f"{path}:{number}"
         op, sep, provider = (part.strip() for part in line.partition("="))
         if not sep or not op or not provider:
-            raise RoutingError(f"{where}: expected 'op = provider', got {raw.strip()!r}")
-        _check_provider(provider, where, providers)
+            raise RoutingError(f"{where}: expected 'op = provider', got {raw.strip()!r}", setting)
+        _check_provider(provider, where, providers, setting)
         if op == "default":
             default = provider
         else:
-            _check_op(op, where, op_names)
+            _check_op(op, where, op_names, setting)
             per_op[op.removeprefix("aten::")] = provider
     return RoutingTable(default, per_op, str(path))
 
@@ -109,14 +128,14 @@ def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
 
     env = os.environ if environ is None else environ
     providers = list(_C._provider_names())
-    configured = env.get("FLAGOS_BACKEND_CONFIG")
+    configured = env.get(_BACKEND_CONFIG)
     path = Path(configured) if configured else _CONFIG_DIR / f"backends_{platform}.conf"
-    table = parse_file(path, providers)
+    table = parse_file(path, providers, setting=_BACKEND_CONFIG if configured else None)
     default = table.default
     use_flaggems = env.get(_USE_FLAGGEMS, "0")
     if use_flaggems not in ("0", "1"):
         raise RoutingError(f"{_USE_FLAGGEMS}: expected 0 or 1, got {use_flaggems!r}; set {_USE_FLAGGEMS}=1 to route "
-                           "every operator FlagGems offers to it")
+                           "every operator FlagGems offers to it", _USE_FLAGGEMS)
     if use_flaggems == "1":
         # Every op FlagGems offers goes to it; per-op entries keep their providers, the rest runs as by default.
         default = "flaggems"
@@ -125,8 +144,8 @@ def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
         if not name.startswith(_OP_PREFIX):
             continue
         op = name[len(_OP_PREFIX):].replace("__", ".")
-        _check_provider(provider, name, providers)
-        _check_op(op, name, None)
+        _check_provider(provider, name, providers, name)
+        _check_op(op, name, None, name)
         per_op[op] = provider
     return RoutingTable(default, per_op, table.source)
 
@@ -137,6 +156,34 @@ def install(table: RoutingTable, log_dispatch: bool) -> None:
 
     _C._set_routing(table.default, table.per_op, log_dispatch)
     provider.install("flaggems" in (table.default, *table.per_op.values()), log_dispatch)
+
+
+#: Why flagos cannot be used in this process: the routing settings it was started with are unusable.
+_unusable: RoutingError | None = None
+
+
+def install_from_env(platform: str, log_dispatch: bool) -> None:
+    """Loads and installs the table at import; a bad setting must not break ``import torch``.
+
+    torch imports torch_fl through its ``torch.backends`` entry point, so an exception here would end
+    every program that imports torch, including those that never touch flagos.  A bad setting is
+    instead one warning line now, and the error itself on the first flagos use (``check_usable``).
+    """
+    global _unusable
+    try:
+        table = load(platform)
+    except RoutingError as exc:
+        _unusable = exc
+        warn_setting(f"{exc}; flagos is unusable in this process ({exc.fix()})")
+        return
+    _unusable = None
+    install(table, log_dispatch)
+
+
+def check_usable() -> None:
+    """Raises the routing setting's error, in one line with its fix, when flagos cannot be used."""
+    if _unusable is not None:
+        raise RoutingError(f"flagos cannot be used: {_unusable} — {_unusable.fix()}", _unusable.setting)
 
 
 def route(op: str) -> Route:

@@ -66,11 +66,18 @@ def test_an_entry_naming_an_op_flag_gems_lacks_falls_back_visibly_once(run_flago
 
 
 def test_malformed_use_flaggems_is_one_line_naming_the_value(run_flagos) -> None:
-    result = run_flagos("import torch_fl", {"FLAGOS_USE_FLAGGEMS": "yes"}, check=False)
+    result = run_flagos("import torch_fl, torch; torch.ones(1, device='flagos')", {"FLAGOS_USE_FLAGGEMS": "yes"},
+                        check=False)
     assert result.returncode != 0
-    assert result.stderr.strip().splitlines()[-1] == (
-        "torch_fl.routing.RoutingError: FLAGOS_USE_FLAGGEMS: expected 0 or 1, got 'yes'; set FLAGOS_USE_FLAGGEMS=1 "
-        "to route every operator FlagGems offers to it")
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == (
+        "torch_fl:0: FlagosSettingWarning: FLAGOS_USE_FLAGGEMS: expected 0 or 1, got 'yes'; set FLAGOS_USE_FLAGGEMS=1 "
+        "to route every operator FlagGems offers to it; flagos is unusable in this process (fix or unset "
+        "FLAGOS_USE_FLAGGEMS, then start the program again)")
+    assert lines[-1] == (
+        "torch_fl.routing.RoutingError: flagos cannot be used: FLAGOS_USE_FLAGGEMS: expected 0 or 1, got 'yes'; set "
+        "FLAGOS_USE_FLAGGEMS=1 to route every operator FlagGems offers to it — fix or unset FLAGOS_USE_FLAGGEMS, then "
+        "start the program again")
 
 
 def test_reinstalling_a_table_without_flaggems_unregisters_its_kernels(run_flagos) -> None:

@@ -83,6 +83,26 @@ def test_malformed_host_devices_is_one_line_naming_the_value(run_python, value: 
     assert "whole number from 1 to 64" in last
 
 
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"FLAGOS_HOST_DEVICES": "two"}, "FLAGOS_HOST_DEVICES='two' is not a device count"),
+    ({"FLAGOS_HOST_MEMORY_LIMIT": "lots"}, "FLAGOS_HOST_MEMORY_LIMIT='lots' is not a memory size"),
+])
+def test_malformed_runtime_setting_warns_once_at_import_and_torch_works(run_python, env: dict[str, str],
+                                                                        expected: str) -> None:
+    result = run_python("import torch; print('cpu', torch.ones(3).sum().item())", env=env)
+    assert result.stdout == "cpu 3.0\n"
+    line, = result.stderr.strip().splitlines()
+    assert line.startswith("torch_fl:0: FlagosSettingWarning: ") and expected in line
+    assert line.endswith("; flagos is unusable in this process")
+
+
+def test_unknown_variable_warning_is_one_line(run_python) -> None:
+    result = run_python("import torch", env={"FLAGOS_HOST_DEVICE": "3"})
+    line, = result.stderr.strip().splitlines()
+    assert line == ("torch_fl:0: FlagosEnvWarning: unknown environment variable FLAGOS_HOST_DEVICE is ignored; "
+                    "did you mean FLAGOS_HOST_DEVICES?")
+
+
 def test_malformed_memory_limit_names_the_value(run_python) -> None:
     result = run_python("import torch; torch.ones(1, device='flagos')", env={"FLAGOS_HOST_MEMORY_LIMIT": "lots"},
                         check=False)

@@ -114,21 +114,66 @@ def test_unavailable_provider_falls_back_to_the_kernel_device_visibly(run_python
     assert "flag_gems is not installed; install it with pip install torch_fl[flaggems]" in result.stderr
 
 
-@pytest.mark.parametrize(
-    ("env", "expected"),
-    [
-        ({"FLAGOS_OP_add__Tensor": "hots"}, "FLAGOS_OP_add__Tensor: unknown provider 'hots' (did you mean 'host'?)"),
-        ({"FLAGOS_OP_addd": "cpu"}, "FLAGOS_OP_addd: unknown operator 'addd'"),
-        ({"FLAGOS_BACKEND_CONFIG": "/nonexistent/routes.conf"}, "cannot read routing file /nonexistent/routes.conf"),
-    ],
-    ids=["unknown-provider", "unknown-op", "missing-file"],
-)
-def test_bad_routing_input_is_one_line_naming_the_value(run_python, env: dict[str, str], expected: str) -> None:
-    result = run_python("import torch_fl", env=env, check=False)
-    assert result.returncode != 0
-    last = result.stderr.strip().splitlines()[-1]
-    assert expected in last, result.stderr
-    assert last.startswith("torch_fl.routing.RoutingError: ")
+_BAD_SETTINGS = [
+    ({"FLAGOS_OP_add__Tensor": "nosuch"}, "FLAGOS_OP_add__Tensor",
+     "FLAGOS_OP_add__Tensor: unknown provider 'nosuch'; use one of host, cpu"),
+    ({"FLAGOS_OP_add__Tensor": "hots"}, "FLAGOS_OP_add__Tensor",
+     "FLAGOS_OP_add__Tensor: unknown provider 'hots' (did you mean 'host'?)"),
+    ({"FLAGOS_OP_addd": "cpu"}, "FLAGOS_OP_addd", "FLAGOS_OP_addd: unknown operator 'addd'"),
+    ({"FLAGOS_BACKEND_CONFIG": "/nonexistent/routes.conf"}, "FLAGOS_BACKEND_CONFIG",
+     "cannot read routing file /nonexistent/routes.conf"),
+    ({"FLAGOS_BACKEND_CONFIG": "{malformed}"}, "FLAGOS_BACKEND_CONFIG", "malformed.conf:2: expected 'op = provider'"),
+]
+
+
+def _with_config(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    if env.get("FLAGOS_BACKEND_CONFIG") == "{malformed}":
+        bad = tmp_path / "malformed.conf"
+        bad.write_text("default = host\nmm cpu\n")
+        return {"FLAGOS_BACKEND_CONFIG": str(bad)}
+    return env
+
+
+@pytest.mark.parametrize(("env", "setting", "expected"), _BAD_SETTINGS,
+                         ids=["nosuch-provider", "misspelt-provider", "unknown-op", "missing-file", "malformed-file"])
+def test_bad_setting_warns_once_at_import_and_torch_works(run_python, tmp_path: Path, env: dict[str, str],
+                                                          setting: str, expected: str) -> None:
+    """A program that never touches flagos runs: ``import torch`` (which imports torch_fl through its entry
+    point) gives one warning line naming the setting, nothing else."""
+    result = run_python("import torch; print('cpu', torch.ones(3).sum().item())", env=_with_config(env, tmp_path))
+    assert result.stdout == "cpu 3.0\n"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("torch_fl:0: FlagosSettingWarning: ") and expected in lines[0]
+    assert f"flagos is unusable in this process (fix or unset {setting}, then start the program again)" in lines[0]
+
+
+@pytest.mark.parametrize(("env", "setting", "expected"), _BAD_SETTINGS,
+                         ids=["nosuch-provider", "misspelt-provider", "unknown-op", "missing-file", "malformed-file"])
+def test_bad_setting_raises_on_first_flagos_use(run_python, tmp_path: Path, env: dict[str, str], setting: str,
+                                                expected: str) -> None:
+    result = run_python("""
+        import torch
+        for use in ("torch.ones(2, device='flagos')", "torch.ones(2).to('flagos')",
+                    "torch.nn.Linear(2, 2).to('flagos')"):
+            try:
+                eval(use)
+            except Exception as e:
+                print(type(e).__name__, "|", e)
+        """, env=_with_config(env, tmp_path))
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3 and len(set(lines)) == 1, result.stdout  # every use, the same one line
+    kind, _, message = lines[0].partition(" | ")
+    assert kind == "RoutingError" and message.startswith("flagos cannot be used: ") and expected in message
+    assert message.endswith(f" — fix or unset {setting}, then start the program again")
+
+
+def test_bad_setting_under_warnings_as_errors_still_imports(run_python) -> None:
+    # -W error turns the warning into an exception raised inside torch's backend autoload: that is the
+    # user's request, and the message still names the setting.
+    result = run_python("import torch", env={"FLAGOS_OP_add__Tensor": "nosuch", "PYTHONWARNINGS": "error"},
+                        check=False)
+    assert "FLAGOS_OP_add__Tensor: unknown provider 'nosuch'" in result.stderr
 
 
 def test_bad_line_in_routing_file(tmp_path: Path) -> None:
