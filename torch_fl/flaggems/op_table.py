@@ -83,11 +83,19 @@ def _import(kernel_device: str) -> Any:
             warnings.simplefilter("default")
             return importlib.import_module("flag_gems")
     except ModuleNotFoundError as e:
+        advice = _install_advice()
         if e.name != "flag_gems":
-            raise FlagGemsUnavailable(f"flag_gems fails to import: {e}; install torch_fl[flaggems]") from None
-        raise FlagGemsUnavailable("flag_gems is not installed; install it with pip install torch_fl[flaggems]") from None
+            raise FlagGemsUnavailable(f"flag_gems fails to import: {e}; {advice}") from None
+        raise FlagGemsUnavailable(f"flag_gems is not installed; {advice}") from None
     except Exception as e:  # noqa: BLE001 -- any import failure makes the provider unavailable, named
         raise FlagGemsUnavailable(f"flag_gems fails to import: {type(e).__name__}: {e}") from None
+
+
+def _install_advice() -> str:
+    from torch_fl import _build_config
+    from torch_fl.installation import flaggems_install_advice
+
+    return flaggems_install_advice(_build_config.PLATFORM)
 
 
 def _version(module: Any) -> str:
