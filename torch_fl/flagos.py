@@ -1,7 +1,9 @@
 """The ``torch.flagos`` device module (also ``torch_fl.flagos``).
 
-Mirrors the shape of ``torch.cuda`` for the parts a training program uses:
-devices, streams and events, RNG, memory statistics and AMP support.
+Mirrors ``torch.cuda`` for what programs and libraries reach for: devices and their properties,
+streams and events, RNG, memory statistics in CUDA's formats, and AMP support.  The memory formats
+live in ``_memory``, the device facts in ``_device_facts``; docs/device-api.md says where an answer
+differs from CUDA's and why.
 """
 
 from __future__ import annotations
@@ -12,16 +14,19 @@ from typing import Any, Union
 
 import torch
 
-from torch_fl import _C
+from torch_fl import _C, _device_facts, _memory
 
 __all__ = [
-    "is_available", "is_initialized", "device_count", "current_device", "set_device", "device", "synchronize",
+    "is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device", "synchronize",
+    "get_device_name", "get_device_properties", "get_device_capability", "is_bf16_supported", "utilization",
+    "ipc_collect",
     "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "default_generators",
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
-    "reset_peak_memory_stats", "reset_accumulated_memory_stats", "empty_cache", "mem_get_info",
-    "get_amp_supported_dtype", "get_device_name",
+    "memory_stats_as_nested_dict", "memory_summary", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated", "empty_cache", "mem_get_info",
+    "get_amp_supported_dtype",
     "CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
 ]
 
@@ -85,6 +90,44 @@ def set_device(device: _DeviceLike) -> None:
 
 def get_device_name(device: _DeviceLike = None) -> str:
     return f"flagos {_C._platform()} device {_index(device)}"
+
+
+def init() -> None:
+    """Initialises flagos, as ``torch.cuda.init`` does: raises here, in one line, where a setting makes the
+    device unusable (otherwise the runtime is already up: it starts when the plugin loads)."""
+    _lazy_init()
+
+
+def get_device_properties(device: _DeviceLike = None) -> Any:
+    """The device's properties: ``torch.cuda``'s on the cuda platform, else an emulated device's
+    (``name``, ``total_memory``, ``multi_processor_count``; no ``major``/``minor``)."""
+    idx = _index(device)
+    return _device_facts.device_properties(idx, get_device_name(idx))
+
+
+def get_device_capability(device: _DeviceLike = None) -> tuple[int, int]:
+    """(major, minor) of the device's compute capability; (0, 0) where it has none (the host platform)."""
+    idx = _index(device)
+    return _device_facts.device_capability(idx, get_device_name(idx))
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return _device_facts.is_bf16_supported(including_emulation)
+
+
+def utilization(device: _DeviceLike = None) -> int:
+    """Percent of time over the past sample period during which a kernel ran (torch.cuda's meaning); raises
+    RuntimeError where the runtime does not report it."""
+    return _device_facts.utilization(_index(device))
+
+
+def ipc_collect() -> None:
+    """``torch.cuda.ipc_collect``: frees memory another process no longer uses through IPC.  A no-op where
+    flagos memory cannot be shared between processes (the host platform: its device memory is private to
+    the process), as ``torch.cuda.ipc_collect`` on the cuda platform otherwise."""
+    module = _device_facts.kernel_device_module()
+    if module is not None:
+        module.ipc_collect()
 
 
 class device:
@@ -210,24 +253,35 @@ def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
 # ---- memory -----------------------------------------------------------------
 
 def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
-    """The caching allocator's statistics for ``device`` (aggregate pool)."""
-    return _C._memory_stats(_index(device))
+    """The allocator's statistics for ``device`` with ``torch.cuda.memory_stats``'s flat keys
+    (``allocated_bytes.all.peak``, ``reserved_bytes.large_pool.current``, ``num_alloc_retries``, ...)."""
+    return _memory.memory_stats(_index(device))
+
+
+def memory_stats_as_nested_dict(device: _DeviceLike = None) -> dict[str, Any]:
+    """``memory_stats`` as nested dictionaries (``["allocated_bytes"]["all"]["peak"]``), as torch.cuda's."""
+    return _memory.memory_stats_as_nested_dict(_index(device))
+
+
+def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str:
+    """The table ``torch.cuda.memory_summary`` prints, for a flagos device."""
+    return _memory.memory_summary(_index(device), _C._platform(), abbreviated)
 
 
 def memory_allocated(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["allocated_bytes"]["current"]
+    return int(memory_stats(device).get("allocated_bytes.all.current", 0))
 
 
 def max_memory_allocated(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["allocated_bytes"]["peak"]
+    return int(memory_stats(device).get("allocated_bytes.all.peak", 0))
 
 
 def memory_reserved(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["reserved_bytes"]["current"]
+    return int(memory_stats(device).get("reserved_bytes.all.current", 0))
 
 
 def max_memory_reserved(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["reserved_bytes"]["peak"]
+    return int(memory_stats(device).get("reserved_bytes.all.peak", 0))
 
 
 def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
@@ -236,6 +290,11 @@ def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
 
 def reset_accumulated_memory_stats(device: _DeviceLike = None) -> None:
     _C._reset_accumulated_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device: _DeviceLike = None) -> None:
+    """torch.cuda's older name: resets every peak statistic, as ``reset_peak_memory_stats``."""
+    reset_peak_memory_stats(device)
 
 
 def empty_cache() -> None:

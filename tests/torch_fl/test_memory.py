@@ -103,3 +103,68 @@ def test_cache_is_released_before_reporting_out_of_memory(run_python) -> None:
         env={"FLAGOS_HOST_MEMORY_LIMIT": "32M"},
     )
     assert int(result.stdout.split()[-1]) >= 1
+
+
+# -- torch.cuda's formats ---------------------------------------------------------------------
+
+#: Keys that libraries index in torch.cuda.memory_stats() (Lightning's DeviceStatsMonitor, accelerate,
+#: Hugging Face's Trainer memory metrics).
+_INDEXED_KEYS = ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
+                 "reserved_bytes.all.peak", "active_bytes.all.peak", "requested_bytes.all.current",
+                 "inactive_split_bytes.all.current", "allocation.all.current", "segment.all.current",
+                 "num_alloc_retries", "num_ooms")
+
+
+def test_memory_stats_has_cuda_flat_keys_that_follow_allocations() -> None:
+    torch.flagos.empty_cache()
+    torch.flagos.reset_peak_memory_stats()
+    before = torch.flagos.memory_stats()
+    assert set(_INDEXED_KEYS) <= set(before)
+    assert list(before) == sorted(before)  # torch.cuda.memory_stats is an OrderedDict sorted by key
+    x = torch.empty(1 << 20, dtype=torch.uint8, device="flagos")
+    after = torch.flagos.memory_stats()
+    assert after["allocated_bytes.all.current"] == before["allocated_bytes.all.current"] + (1 << 20)
+    assert after["allocated_bytes.all.peak"] >= after["allocated_bytes.all.current"]
+    assert after["allocation.all.current"] == before["allocation.all.current"] + 1
+    assert after["reserved_bytes.all.current"] >= after["allocated_bytes.all.current"]
+    # The pools add up to the aggregate, as in CUDA's allocator.
+    for stat in ("allocated_bytes", "reserved_bytes", "allocation", "segment"):
+        assert after[f"{stat}.all.current"] == after[f"{stat}.large_pool.current"] + after[f"{stat}.small_pool.current"]
+    assert torch.flagos.memory_allocated() == after["allocated_bytes.all.current"]
+    del x
+
+
+def test_memory_stats_answer_as_torch_accelerator_does() -> None:
+    x = torch.ones(256, device="flagos:1")
+    assert torch.flagos.memory_stats(1) == torch.accelerator.memory_stats(1)
+    assert torch.flagos.memory_allocated("flagos:1") == torch.accelerator.memory_allocated(1)
+    assert torch.flagos.max_memory_reserved(1) == torch.accelerator.max_memory_reserved(1)
+    assert torch.flagos.mem_get_info(1) == torch.accelerator.get_memory_info(1)
+    torch.accelerator.reset_peak_memory_stats(1)
+    assert torch.flagos.max_memory_allocated(1) == torch.flagos.memory_allocated(1)
+    del x
+
+
+def test_nested_form_is_cudas() -> None:
+    flat = torch.flagos.memory_stats()
+    nested = torch.flagos.memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["all"]["peak"] == flat["allocated_bytes.all.peak"]
+    assert nested["num_alloc_retries"] == flat["num_alloc_retries"]
+
+
+def test_memory_summary_reads_like_cudas(monkeypatch) -> None:
+    x = torch.empty(3 << 20, dtype=torch.uint8, device="flagos")
+    summary = torch.flagos.memory_summary()
+    lines = summary.splitlines()
+    assert all(len(line) == 77 for line in lines), [line for line in lines if len(line) != 77]
+    assert "PyTorch flagos (host) memory summary, device ID 0" in lines[1]
+    allocated = next(line for line in lines if line.startswith("| Allocated memory "))
+    assert "KiB" in allocated  # CUDA switches unit only past 768 of the smaller one
+    assert len(torch.flagos.memory_summary(abbreviated=True).splitlines()) < len(lines)
+    # CUDA's own formatter reads every key it needs from flagos's statistics.
+    import torch.cuda.memory as cuda_memory
+
+    monkeypatch.setattr(cuda_memory, "memory_stats", lambda device=None: torch.flagos.memory_stats(device))
+    cuda_summary = cuda_memory.memory_summary(0)
+    assert cuda_summary.splitlines()[8:10] == lines[8:10]  # the "Allocated memory" rows, number for number
+    del x

@@ -10,8 +10,6 @@ This module imports ``torch._dynamo``: it is loaded only once dynamo is (see
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,25 +24,9 @@ _worker_properties: dict[int, Any] = {}
 _worker_current: list[int] = []
 
 
-@dataclass(frozen=True)
-class HostDeviceProperties:
-    """The properties inductor reads from a host-platform device, whose memory and compute are the host's."""
-
-    name: str
-    """The device's name, as ``torch.flagos.get_device_name`` gives it."""
-    total_memory: int
-    """Bytes of device memory (``torch.flagos.mem_get_info``)."""
-    multi_processor_count: int
-    """Threads the C++ kernels may use: the CPUs this process may run on."""
-
-
 def _properties(index: int) -> Any:
-    if _C._platform() == "cuda" and torch.cuda._is_compiled():
-        # A flagos device on the cuda platform is the CUDA device of the same index.
-        return torch.cuda.get_device_properties(index)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return HostDeviceProperties(name=flagos.get_device_name(index), total_memory=flagos.mem_get_info(index)[1],
-                                multi_processor_count=cpus)
+    # The one definition of a flagos device's properties (torch.flagos.get_device_properties).
+    return flagos.get_device_properties(index)
 
 
 def _index(device: torch.types.Device) -> int:
