@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 from torch_fl._env import warn_setting
 
-__all__ = ["RoutingError", "RoutingTable", "Route", "load", "install", "install_from_env",
-           "check_usable", "route", "provider_for"]
+__all__ = ["RoutingError", "RoutingTable", "Route", "load", "install", "install_from_env", "installed_table",
+           "check_usable", "unusable", "route", "provider_for"]
 
 _CONFIG_DIR = Path(__file__).with_name("configs")
 _OP_PREFIX = "FLAGOS_OP_"
@@ -150,12 +150,23 @@ def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
     return RoutingTable(default, per_op, table.source)
 
 
+#: The table installed last (``python -m torch_fl`` shows it).
+_installed: RoutingTable | None = None
+
+
 def install(table: RoutingTable, log_dispatch: bool) -> None:
+    global _installed
     from torch_fl import _C
     from torch_fl.flaggems import provider
 
     _C._set_routing(table.default, table.per_op, log_dispatch)
     provider.install("flaggems" in (table.default, *table.per_op.values()), log_dispatch)
+    _installed = table
+
+
+def installed_table() -> RoutingTable | None:
+    """The routing table in effect; None before one is installed or where the settings are unusable."""
+    return _installed
 
 
 #: Why flagos cannot be used in this process: the routing settings it was started with are unusable.
@@ -178,6 +189,11 @@ def install_from_env(platform: str, log_dispatch: bool) -> None:
         return
     _unusable = None
     install(table, log_dispatch)
+
+
+def unusable() -> RoutingError | None:
+    """Why the routing settings this process started with cannot be used, or None."""
+    return _unusable
 
 
 def check_usable() -> None:
