@@ -101,3 +101,9 @@ def test_real_wheel_with_preflight(wheels: dict[str, Path], stock_venv: Path, tm
     assert doc["cache_dir"]["path"] == str(tmp_path / "cache")
     pre = doc["preflight"]
     assert pre["ran"] and pre["ok"] and pre["counts"]["fail"] == 0 and pre["counts"]["pass"] > 5, pre
+    # The host wheel has no flaggems extra: the advice names the FlagGems release its manifest pins.
+    ran = subprocess.run([str(target / "bin" / "python"), "-c", "import torch_fl.installation as i; "
+                          "print(i.flaggems_install_advice('host'))"], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=300, check=True)
+    assert ran.stdout.startswith("the torch_fl wheel of platform host has no flaggems extra: pip install 'flag-gems==")
+    assert "torch_fl[" not in ran.stdout
