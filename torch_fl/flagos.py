@@ -73,6 +73,9 @@ def _lazy_init() -> None:
     """
     from torch_fl import routing
 
+    problem = _C._configuration_error()
+    if problem:  # the runtime's own setting (FLAGOS_HOST_DEVICES=two): its message names the fix
+        raise RuntimeError(problem)
     routing.check_usable()
 
 

@@ -52,6 +52,14 @@ def test_init_raises_the_setting_error(run_python) -> None:
             print(type(e).__name__, e)
         """, env={"FLAGOS_OP_add__Tensor": "nosuch"})
     assert result.stdout.startswith("RoutingError flagos cannot be used: FLAGOS_OP_add__Tensor")
+    result = run_python("""
+        import torch
+        try:
+            torch.flagos.init()
+        except Exception as e:
+            print(type(e).__name__, e)
+        """, env={"FLAGOS_HOST_DEVICES": "two"})
+    assert result.stdout.startswith("RuntimeError FLAGOS_HOST_DEVICES='two' is not a device count")
 
 
 def test_device_module_answers_what_torch_cuda_answers() -> None:
