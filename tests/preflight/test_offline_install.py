@@ -1,5 +1,6 @@
 """The offline install of README.md ("Without network"): torch-fl-preflight goes into the wheelhouse beside
-torch_fl, so ``torch-fl-preflight --installed --check-installed`` runs right after the ``--no-index`` install.
+torch_fl, so ``torch-fl-preflight --installed --check-installed`` runs right after the ``--no-index`` install;
+there, ``python -m torch_fl`` runs the same preflight in process.
 
 The wheelhouse is made as documented: ``pip wheel --no-deps ./preflight`` and ``pip download`` of its
 requirements; the target is a venv holding stock torch (a copy of the ``stock_venv`` session fixture), whose own pip
@@ -8,6 +9,7 @@ installs the real host wheel and preflight with ``--no-index --find-links`` only
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -51,3 +53,21 @@ def test_preflight_runs_after_the_offline_install(wheels: dict[str, Path], stock
                        capture_output=True, text=True, env=env, timeout=300, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ok   wheel.record: installed files match RECORD" in r.stdout
+
+    # python -m torch_fl on the real wheel: its bundle kind, its cache directory, and the preflight.
+    env["FLAGOS_CACHE_DIR"] = str(tmp_path / "cache")
+    r = subprocess.run([str(target / "bin" / "python"), "-m", "torch_fl", "--json"], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=600, check=False)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0, (doc, r.stderr)
+    assert doc["bundle_kind"] == "in-wheel-runtime" and doc["versions"]["torch_fl"].endswith("+host")
+    assert doc["location"].startswith(str(target)) and doc["cache_dir"]["path"] == str(tmp_path / "cache")
+    pre = doc["preflight"]
+    assert pre["ran"] and pre["ok"] and pre["counts"]["fail"] == 0 and pre["counts"]["pass"] > 5, pre
+
+    # The host wheel has no flaggems extra: the advice names the FlagGems release its manifest pins.
+    r = subprocess.run([str(target / "bin" / "python"), "-c", "import torch_fl.installation as i; "
+                        "print(i.flaggems_install_advice('host'))"], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=300, check=True)
+    assert r.stdout.startswith("the torch_fl wheel of platform host has no flaggems extra: pip install 'flag-gems==")
+    assert "torch_fl[" not in r.stdout
