@@ -106,6 +106,9 @@ class Decoder:
             self.next_token = step()
 
     def _prefill(self) -> torch.Tensor:
+        # Empty the cache: its layers count the positions written so far (in a device tensor, so that the
+        # captured step advances it), and the warm-up, the capture and the last generation have written some.
+        self.cache.reset()
         positions = torch.arange(PROMPT, device=self.device)
         self.mask.zero_()
         self.mask[..., :PROMPT] = True

@@ -6,7 +6,9 @@ per call is what the host spends to issue it (Python, the dispatcher, the device
 flagos runs here, native cuda in the reference interpreter (`--reference-python`, _gpu_common.py says why),
 both pinned to the same two cores, taking turns op by op and repeat by repeat.  The report lists each op's
 median microseconds per call on both sides and the difference, largest first: where flagos's extra host
-time per op goes.  A diagnostic for gpu_decode.py and gpu_transformer.py, not a goal of its own.
+time per op goes.  Where this interpreter's torch is a CUDA build, rows named "op@cuda" and "op@view" time
+the op in this process on plain cuda tensors and on flagos's kernel views (against the same native op), which
+splits the difference between loading torch_fl, the kernel views and the flagos layer itself.  A diagnostic for gpu_decode.py and gpu_transformer.py, not a goal of its own.
 
     python benchmarks/gpu_op_host_cost.py [--out gpu_op_host_cost.json] [--number 2000] [--repeats 7]
 """
@@ -38,7 +40,20 @@ def cases(device: str) -> dict[str, Callable[[], object]]:
     table, ids = rand(4096, HIDDEN), torch.tensor([[7]], device=device)
     cache, position, one = rand(1, HEADS, CACHE, HIDDEN // HEADS), torch.tensor([5], device=device), q.clone()
     small = rand(32, 32, dtype=torch.float32)
-    return {
+    variants: dict[str, Callable[[], object]] = {}
+    if device == "flagos" and torch.version.cuda:
+        # The same ops in this process on plain cuda tensors and on flagos's zero-copy cuda views of x and y:
+        # native minus "@cuda" is what merely loading torch_fl costs every op, "@view" minus "@cuda" what the
+        # kernel views cost the cuda kernel, the op minus "@view" what the flagos layer costs.
+        from torch_fl import _C
+
+        for where, (a, b) in {"cuda": (x.cpu().cuda(), y.cpu().cuda()),
+                              "view": (_C._kernel_view(x), _C._kernel_view(y))}.items():
+            variants.update({f"add@{where}": lambda a=a, b=b: a + b, f"neg@{where}": lambda a=a: -a,
+                             f"mul_@{where}": lambda a=a: a.mul_(1.0),
+                             f"softmax@{where}": lambda a=a: torch.softmax(a, dim=-1),
+                             f"mean@{where}": lambda a=a: a.mean(-1, keepdim=True)})
+    return variants | {
         "add": lambda: x + y,
         "add_scalar": lambda: x + 1,
         "mul": lambda: x * y,
@@ -113,7 +128,7 @@ def main() -> int:
         for name, flagos_timer in flagos.items():
             native_us, flagos_us = [], []
             for _ in range(args.repeats):
-                native_us.append(native.ask("time", name)["us"])
+                native_us.append(native.ask("time", name.split("@")[0])["us"])
                 with torch.inference_mode():
                     flagos_us.append(flagos_timer())
             n, f = statistics.median(native_us), statistics.median(flagos_us)

@@ -265,11 +265,18 @@ at::Tensor dense_to_device(at::Tensor cpu, c10::Device device) {
   return relabel(std::move(cpu), std::move(storage), 0);
 }
 
-// Device kernel result `result` as a flagos tensor sharing its memory.  The
-// storage is always a new flagos storage: it holds the kernel's storage through
-// adopt_kernel_allocation(), which is how the device allocator recognises
-// adopted memory (recordStream must reach the kernel allocator's block).
+// Device kernel result `result` as a flagos tensor sharing its memory: its own
+// storage relabelled where nothing else holds it, else a new flagos storage that
+// holds the kernel's through adopt_kernel_allocation(), which is how the device
+// allocator recognises shared memory (recordStream must reach the kernel allocator's block).
 at::Tensor adopt_device_result(at::Tensor result, c10::Device device) {
+  if (relabelable(result) && held_only_here(result.storage())) {
+    // The usual case, a fresh result: its own storage becomes flagos memory, as its TensorImpl becomes a
+    // flagos tensor (no second storage, no wrapper to allocate and free per result).
+    c10::Storage own = result.storage();
+    adopt_kernel_storage_in_place(*own.unsafeGetStorageImpl(), device.index());
+    return relabel(std::move(result), std::move(own), std::nullopt);
+  }
   c10::Storage adopted(c10::Storage::use_byte_size_t(), result.storage().nbytes(),
                        adopt_kernel_allocation(result.storage(), device.index()), &device_allocator(),
                        /*resizable=*/true);

@@ -220,4 +220,17 @@ Route route_for(const c10::OperatorHandle& op) {
 
 bool log_dispatch_enabled() { return log_flag.load(std::memory_order_relaxed); }
 
+Route RouteSlot::get(const c10::OperatorHandle& op) {
+  const uint64_t now = generation.load(std::memory_order_acquire);
+  const uint64_t packed = packed_.load(std::memory_order_relaxed);
+  if ((packed >> 16) == now) {
+    return Route{static_cast<Provider>(packed & 0xff), static_cast<Provider>((packed >> 8) & 0xff)};
+  }
+  const Route route = route_for(op);
+  packed_.store((now << 16) | (uint64_t{static_cast<uint8_t>(route.effective)} << 8) |
+                    static_cast<uint8_t>(route.requested),
+                std::memory_order_relaxed);
+  return route;
+}
+
 }  // namespace torch_fl::aten

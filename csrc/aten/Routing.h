@@ -8,6 +8,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,5 +53,17 @@ std::string short_op_name(const c10::OperatorName& name);
 Route route_for_name(const std::string& op_name);
 Route route_for(const c10::OperatorHandle& op);
 bool log_dispatch_enabled();
+
+// route_for(op), remembered by a caller that serves one operator (a static of an unboxed kernel): one atomic
+// load per call while the routing table is unchanged, instead of route_for()'s lookup by operator.
+class RouteSlot {
+ public:
+  Route get(const c10::OperatorHandle& op);
+
+ private:
+  // The routing generation it was resolved at (high 48 bits) and the route (low 16 bits), in one word so that
+  // a reader never sees a route with another generation's stamp.
+  std::atomic<uint64_t> packed_{0};
+};
 
 }  // namespace torch_fl::aten

@@ -94,10 +94,10 @@ namespace torch_fl::aten {
 
 namespace {
 
-// Whether the routing table sends `op` to the kernel device's own kernel right now.
-bool runs_on_kernel_device(const c10::OperatorHandle& op) {
+// Whether the routing table sends `op` (whose route `slot` remembers) to the kernel device's own kernel right now.
+bool runs_on_kernel_device(const c10::OperatorHandle& op, RouteSlot& slot) {
   if (log_dispatch_enabled()) return false;
-  const Route route = route_for(op);
+  const Route route = slot.get(op);
   return route.effective == route.requested &&
          (route.effective == Provider::Cuda || route.effective == Provider::Host);
 }
@@ -201,7 +201,8 @@ template <class Op, class R, class... A>
 struct Unboxed<Op, R(A...)> {
   static R call(A... args) {
     static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
-    if (!runs_on_kernel_device(op)) {
+    static RouteSlot route;
+    if (!runs_on_kernel_device(op, route)) {
       return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&routed_fallback>(), op,
                                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                           std::forward<A>(args)...);

@@ -200,6 +200,13 @@ std::atomic<unsigned long long> api_calls[static_cast<int>(ApiCall::Count)];
 
 inline void count_call(ApiCall call) { api_calls[static_cast<int>(call)].fetch_add(1, std::memory_order_relaxed); }
 
+// Both copy calls: work runs to completion in the submitting thread (see the top of this file).
+hostrtError_t copy_now(void* dst, const void* src, size_t count, hostrtMemcpyKind kind) {
+  if (auto e = check_copy(dst, src, count, kind)) return e;
+  if (count != 0) std::memmove(dst, src, count);
+  return hostrtSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -346,15 +353,13 @@ hostrtError_t hostrtPointerGetAttributes(hostrtPointerAttributes* attributes, co
 
 hostrtError_t hostrtMemcpy(void* dst, const void* src, size_t count, hostrtMemcpyKind kind) {
   count_call(ApiCall::Memcpy);
-  if (auto e = check_copy(dst, src, count, kind)) return e;
-  if (count != 0) std::memmove(dst, src, count);
-  return hostrtSuccess;
+  return copy_now(dst, src, count, kind);
 }
 
 hostrtError_t hostrtMemcpyAsync(void* dst, const void* src, size_t count, hostrtMemcpyKind kind,
                                 hostrtStream_t /*stream*/) {
   count_call(ApiCall::MemcpyAsync);
-  return hostrtMemcpy(dst, src, count, kind);
+  return copy_now(dst, src, count, kind);
 }
 
 hostrtError_t hostrtStreamCreate(hostrtStream_t* stream) {

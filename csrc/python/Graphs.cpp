@@ -16,13 +16,24 @@ namespace torch_fl::python {
 
 namespace py = pybind11;
 
+namespace {
+
+// A type of this module's own: a CUDA build of torch binds at::cuda::CUDAGraph itself (torch._C._CUDAGraph),
+// and pybind11 binds each C++ type once per process.
+struct FlagosGraph {
+  at::cuda::CUDAGraph graph;
+};
+
+}  // namespace
+
 void add_graph_capture(PyObject* module) {
   auto m = py::reinterpret_borrow<py::module>(module);
-  py::class_<at::cuda::CUDAGraph>(m, "_Graph")
+  py::class_<FlagosGraph>(m, "_Graph")
       .def(py::init<>())
       .def(
           "capture_begin",
-          [](at::cuda::CUDAGraph& graph, std::optional<py::tuple> pool, const std::string& mode) {
+          [](FlagosGraph& self, std::optional<py::tuple> pool, const std::string& mode) {
+            auto& graph = self.graph;
             cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
             if (mode == "thread_local") {
               capture_mode = cudaStreamCaptureModeThreadLocal;
@@ -43,11 +54,12 @@ void add_graph_capture(PyObject* module) {
             graph.capture_begin(id, capture_mode);
           },
           py::arg("pool") = py::none(), py::arg("capture_error_mode") = "global")
-      .def("capture_end", &at::cuda::CUDAGraph::capture_end, py::call_guard<py::gil_scoped_release>())
-      .def("replay", &at::cuda::CUDAGraph::replay, py::call_guard<py::gil_scoped_release>())
-      .def("reset", &at::cuda::CUDAGraph::reset, py::call_guard<py::gil_scoped_release>())
-      .def("pool", [](at::cuda::CUDAGraph& graph) {
-        const auto id = graph.pool();
+      .def("capture_end", [](FlagosGraph& self) { self.graph.capture_end(); },
+           py::call_guard<py::gil_scoped_release>())
+      .def("replay", [](FlagosGraph& self) { self.graph.replay(); }, py::call_guard<py::gil_scoped_release>())
+      .def("reset", [](FlagosGraph& self) { self.graph.reset(); }, py::call_guard<py::gil_scoped_release>())
+      .def("pool", [](FlagosGraph& self) {
+        const auto id = self.graph.pool();
         return py::make_tuple(id.first, id.second);
       });
   m.def("_graph_pool_handle", [] {

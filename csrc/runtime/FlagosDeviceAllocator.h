@@ -38,6 +38,10 @@ FlagosDeviceAllocator& device_allocator();
 // a kernel's storage; only where runtime::kernel_outputs_are_device_memory().
 c10::DataPtr adopt_kernel_allocation(const c10::Storage& kernel_storage, c10::DeviceIndex device);
 
+// Makes `kernel_storage`, a kernel result's storage that nothing else holds, flagos memory of `device` in
+// place: no second storage and no wrapper per result; only where runtime::kernel_outputs_are_device_memory().
+void adopt_kernel_storage_in_place(c10::StorageImpl& kernel_storage, c10::DeviceIndex device);
+
 // Gives `storage` a new block of `new_bytes` on its device, keeping the first
 // min(old, new) bytes (torch's resize_ and untyped_storage().resize_()).
 void resize_storage(const c10::Storage& storage, size_t new_bytes);

@@ -113,3 +113,14 @@ def test_stream_and_event_types() -> None:
     e = torch.flagos.Event()
     assert isinstance(s, torch.flagos.Stream) and isinstance(e, torch.flagos.Event)
     assert not isinstance(torch.Stream(device="cpu"), torch.flagos.Stream)
+
+
+def test_graph_capture_says_it_is_unavailable_on_the_host_platform() -> None:
+    # The emulated runtime has no graph capture: asking for a graph fails with the reason, never silently.
+    from torch_fl.graphs import GraphCaptureUnavailable
+
+    with pytest.raises(GraphCaptureUnavailable, match="not available on the host platform.*run the work eagerly"):
+        torch.flagos.CUDAGraph()
+    with pytest.raises(GraphCaptureUnavailable, match="not available on the host platform"):
+        torch.flagos.graph_pool_handle()
+    assert torch.flagos.is_current_stream_capturing() is False

@@ -5,9 +5,11 @@
 #include "runtime/FlagosDeviceAllocator.h"
 
 #include <ATen/Context.h>
-#include <c10/core/DeviceGuard.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <optional>
 #include <mutex>
 
 #include "runtime/DeviceRuntime.h"
@@ -25,17 +27,15 @@ c10::DeviceAllocator& cuda_allocator() {
   return *allocator;
 }
 
-// A flagos DataPtr owns the CUDA allocation it wraps (a CUDA DataPtr) or shares
-// the storage of a kernel result (a c10::Storage).
-void delete_wrapped_data_ptr(void* ctx) { delete static_cast<c10::DataPtr*>(ctx); }
+// flagos memory is CUDA's caching allocator's own blocks, their DataPtrs relabelled to the flagos device
+// (the CUDA deleter frees them), or memory shared with a kernel result's storage (a c10::Storage kept alive
+// by the DataPtr) where that storage is still held elsewhere.
 void delete_shared_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
 
-const c10::DataPtr* underlying(const c10::DataPtr& flagos) {
-  if (flagos.get_deleter() == &delete_wrapped_data_ptr) return static_cast<const c10::DataPtr*>(flagos.get_context());
-  if (flagos.get_deleter() == &delete_shared_storage) {
-    return &static_cast<const c10::Storage*>(flagos.get_context())->data_ptr();
-  }
-  return nullptr;
+// The CUDA DataPtr behind a flagos one, for CUDA's allocator (which recognises its blocks by their deleter).
+const c10::DataPtr& underlying(const c10::DataPtr& flagos) {
+  if (flagos.get_deleter() == &delete_shared_storage) return static_cast<const c10::Storage*>(flagos.get_context())->data_ptr();
+  return flagos;
 }
 
 }  // namespace
@@ -44,11 +44,13 @@ c10::DataPtr FlagosDeviceAllocator::allocate(size_t nbytes) { return allocate_on
 
 c10::DataPtr FlagosDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes) {
   const c10::Device where(c10::DeviceType::PrivateUse1, device);
-  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::CUDA, device));
-  auto cuda = cuda_allocator().allocate(nbytes);  // raises torch.OutOfMemoryError when the device is full
-  if (cuda.get() == nullptr) return c10::DataPtr(nullptr, where);
-  void* ptr = cuda.get();
-  return c10::DataPtr(ptr, new c10::DataPtr(std::move(cuda)), &delete_wrapped_data_ptr, where);
+  // CUDA's allocator serves the current device; a guard only where another one is asked for (the factories
+  // that call this have already made theirs current, and a guard's exit costs a driver query).
+  std::optional<c10::cuda::CUDAGuard> guard;
+  if (device != c10::cuda::current_device()) guard.emplace(device);
+  auto memory = cuda_allocator().allocate(nbytes);  // raises torch.OutOfMemoryError when the device is full
+  memory.unsafe_set_device(where);
+  return memory;
 }
 
 c10::DeleterFnPtr FlagosDeviceAllocator::raw_deleter() const { return nullptr; }
@@ -60,11 +62,9 @@ void FlagosDeviceAllocator::copy_data(void* dest, const void* src, std::size_t c
 void FlagosDeviceAllocator::emptyCache(c10::MempoolId_t mempool_id) { cuda_allocator().emptyCache(mempool_id); }
 
 void FlagosDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
-  if (const auto* cuda = underlying(ptr)) {
-    cuda_allocator().recordStream(*cuda, c10::Stream(c10::Stream::UNSAFE,
-                                                     c10::Device(c10::DeviceType::CUDA, stream.device_index()),
-                                                     stream.id()));
-  }
+  cuda_allocator().recordStream(underlying(ptr), c10::Stream(c10::Stream::UNSAFE,
+                                                              c10::Device(c10::DeviceType::CUDA, stream.device_index()),
+                                                              stream.id()));
 }
 
 c10::CachingDeviceAllocator::DeviceStats FlagosDeviceAllocator::getDeviceStats(c10::DeviceIndex device) {
@@ -84,6 +84,13 @@ std::pair<size_t, size_t> FlagosDeviceAllocator::getMemoryInfo(c10::DeviceIndex 
 FlagosDeviceAllocator& device_allocator() {
   static FlagosDeviceAllocator allocator;
   return allocator;
+}
+
+void adopt_kernel_storage_in_place(c10::StorageImpl& kernel_storage, c10::DeviceIndex device) {
+  c10::DataPtr memory = kernel_storage.set_data_ptr(c10::DataPtr());
+  memory.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, device));
+  kernel_storage.set_data_ptr_noswap(std::move(memory));
+  kernel_storage.set_allocator(&device_allocator());
 }
 
 c10::DataPtr adopt_kernel_allocation(const c10::Storage& kernel_storage, c10::DeviceIndex device) {

@@ -237,4 +237,8 @@ c10::DataPtr adopt_kernel_allocation(const c10::Storage& /*kernel_storage*/, c10
   TORCH_CHECK(false, "the host runtime copies kernel results; it cannot adopt their memory");
 }
 
+void adopt_kernel_storage_in_place(c10::StorageImpl& /*kernel_storage*/, c10::DeviceIndex /*device*/) {
+  TORCH_CHECK(false, "the host runtime copies kernel results; it cannot adopt their memory");
+}
+
 }  // namespace torch_fl

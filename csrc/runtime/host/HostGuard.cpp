@@ -26,12 +26,15 @@ c10::Device FlagosGuardImpl::getDevice() const { return c10::Device(static_type,
 
 void FlagosGuardImpl::setDevice(c10::Device device) const {
   check_device(device);
-  runtime::set_device(device.index());
+  // Autograd's device threads set their device before every node they run: a switch only where it changes
+  // the device, as c10::cuda::SetDevice does for CUDA.
+  if (runtime::current_device() != device.index()) runtime::set_device(device.index());
 }
 
 void FlagosGuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
   try {
-    runtime::set_device(device.index());
+    // Guards restore the device they found, nearly always the current one: no switch then (as CUDA's guard).
+    if (runtime::current_device() != device.index()) runtime::set_device(device.index());
   } catch (...) {
     // Guards restore devices from destructors; a failure here cannot be reported.
   }

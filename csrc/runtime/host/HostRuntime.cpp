@@ -33,6 +33,10 @@ template <typename Call>
 void on_device(c10::DeviceIndex device, Call call) {
   int previous = 0;
   HOSTRT_CHECK(hostrtGetDevice(&previous));
+  if (previous == device) {
+    HOSTRT_CHECK(call());
+    return;
+  }
   HOSTRT_CHECK(hostrtSetDevice(device));
   const auto status = call();
   HOSTRT_CHECK(hostrtSetDevice(previous));
@@ -54,10 +58,15 @@ at::Generator create_generator_engine(c10::DeviceIndex /*device*/) {
 
 at::Generator default_generator_engine(c10::DeviceIndex device) { return create_generator_engine(device); }
 
+// The runtime reads its configuration once, when it loads, so the count never changes: asked once, as
+// c10::cuda::device_count() asks CUDA once (every guard and allocation checks an index against it).
 c10::DeviceIndex device_count() noexcept {
-  int count = 0;
-  if (hostrtGetDeviceCount(&count) != hostrtSuccess) return 0;
-  return static_cast<c10::DeviceIndex>(count);
+  static const c10::DeviceIndex count = [] {
+    int devices = 0;
+    return hostrtGetDeviceCount(&devices) == hostrtSuccess ? static_cast<c10::DeviceIndex>(devices)
+                                                           : c10::DeviceIndex{0};
+  }();
+  return count;
 }
 
 std::string configuration_error() { return hostrtGetConfigError(); }
