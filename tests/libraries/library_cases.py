@@ -227,7 +227,7 @@ def run_trainer(device: str, state: dict[str, torch.Tensor] | None = None) -> Ru
     TrainingArguments(bf16=True) is refused on any device transformers does not name ("Your setup doesn't
     support bf16/gpu"); ACCELERATE_MIXED_PRECISION=bf16 asks accelerate, which runs Trainer's steps, for the
     same autocast."""
-    from transformers import Trainer, TrainingArguments
+    from transformers import PrinterCallback, Trainer, TrainingArguments
 
     torch.manual_seed(SEED)
     model = _gpt2()
@@ -244,6 +244,7 @@ def run_trainer(device: str, state: dict[str, torch.Tensor] | None = None) -> Ru
                                  use_cpu=device == "cpu", disable_tqdm=True, dataloader_num_workers=0)
         assert args.device.type == device, f"TrainingArguments chose {args.device}"
         trainer = Trainer(model=model, args=args, train_dataset=dataset)
+        trainer.remove_callback(PrinterCallback)  # the losses are read from log_history, not printed
         trainer.train()
         assert next(trainer.model.parameters()).device.type == device
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
@@ -326,7 +327,7 @@ LOOPS: dict[str, tuple[str, str, int, Callable[..., Run]]] = {
     **{name: (lib, model, VISION_STEPS, lambda device, state=None, name=name: run_vision(name, device, state))
        for name, (lib, model, _, _, _) in VISION.items()},
     "accelerate": ("accelerate", "MLP 8-32-2, Accelerator(mixed_precision=\"bf16\")", STEPS, run_accelerate),
-    "trainer": ("transformers", "GPT-2, 2 layers, width 32, Trainer (bf16)", STEPS, run_trainer),
+    "trainer": ("transformers", "GPT-2, 2 layers, width 32, Trainer (ACCELERATE_MIXED_PRECISION=bf16)", STEPS, run_trainer),
     "lightning": ("lightning", "MLP 8-32-2, Trainer.fit (bf16-mixed)", STEPS, run_lightning),
 }
 NEEDS = {"accelerate": "accelerate", "trainer": "accelerate", "lightning": "lightning",

@@ -35,3 +35,11 @@ def test_without_the_setting_accelerate_chooses_the_cpu() -> None:
         AcceleratorState._reset_state(reset_partial_state=True)
     with accelerate_device("flagos"):
         assert Accelerator().device.type == "flagos"
+
+
+def test_fp16_mixed_precision_is_refused_for_flagos() -> None:
+    """accelerate allows fp16 on the device types it lists only; docs/libraries.md says to use bf16."""
+    from accelerate import Accelerator
+
+    with accelerate_device("flagos"), pytest.raises(ValueError, match="fp16 mixed precision requires a device"):
+        Accelerator(mixed_precision="fp16")

@@ -1,0 +1,76 @@
+"""The library tier on the cuda platform: each training loop of tests/libraries/library_cases.py on flagos against
+the same loop on native CUDA (the reference interpreter), from the same initial weights and data.
+
+A library the reference interpreter lacks skips its loop, naming it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers", reason="the library tier needs transformers")
+
+LIBRARIES_DIR = Path(__file__).resolve().parents[1] / "libraries"
+sys.path.insert(0, str(LIBRARIES_DIR))
+
+import reference  # noqa: E402
+from library_cases import (  # noqa: E402
+    NEEDS,
+    VISION,
+    compare,
+    gpt2_initial_state,
+    largest_differences,
+    mlp_initial_state,
+    run_accelerate,
+    run_lightning,
+    run_trainer,
+    run_vision,
+    vision_initial_state,
+    vision_unavailable,
+)
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.libraries,
+    # Lightning 2.6 builds torch.utils._pytree.LeafSpec, which torch 2.13 deprecates
+    pytest.mark.filterwarnings(r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated:FutureWarning"),
+]
+
+
+def _native(target: str, *args: Any) -> dict[str, Any]:
+    try:
+        result: dict[str, Any] = reference.call(target, *args, paths=[LIBRARIES_DIR])
+    except reference.Unavailable as e:
+        pytest.skip(str(e))
+    except reference.Failed as e:
+        if "No module named" in str(e):
+            pytest.skip(f"the reference interpreter lacks a library: {e}")
+        raise
+    return result
+
+
+def _check(name: str, flagos: dict[str, Any], native: dict[str, Any]) -> None:
+    compare(flagos, native)
+    loss, weight = largest_differences(flagos, native)
+    print(f"{name} (flagos against native CUDA): largest loss difference {loss:.3g}, "
+          f"largest weight difference {weight:.3g}")
+
+
+@pytest.mark.parametrize("name", list(VISION))
+def test_vision_training_matches_native_cuda(name: str) -> None:
+    why = vision_unavailable(name)
+    if why:
+        pytest.skip(why)
+    state = vision_initial_state(name)
+    _check(name, run_vision(name, "flagos", state), _native("library_cases:run_vision", name, "cuda", state))
+
+
+@pytest.mark.parametrize("name", ["accelerate", "trainer", "lightning"])
+def test_library_training_matches_native_cuda(name: str) -> None:
+    pytest.importorskip(NEEDS[name])
+    state = gpt2_initial_state() if name == "trainer" else mlp_initial_state()
+    run = {"accelerate": run_accelerate, "trainer": run_trainer, "lightning": run_lightning}[name]
+    _check(name, run("flagos", state), _native(f"library_cases:run_{name}", "cuda", state))
