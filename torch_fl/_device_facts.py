@@ -1,7 +1,8 @@
 """Facts about a flagos device, in ``torch.cuda``'s shapes: properties, capability, bf16, utilization.
 
-Where a platform's flagos device *is* a device PyTorch already describes (on the cuda platform, flagos
-device ``i`` is CUDA device ``i``), the answers are that module's.  Elsewhere (the host platform's
+Where a platform's flagos device *is* a device of its kernel device (the platform table's
+``kernel_device``: on the cuda runtime, flagos device ``i`` is CUDA device ``i``), the answers are that
+torch device module's.  Elsewhere (the host platform's
 emulated devices) a ``DeviceProperties`` describes the device with the fields the runtime knows;
 ``major``/``minor`` are absent, as on a CPU: there is no compute capability to report, and
 ``get_device_capability`` answers ``(0, 0)``.  Inductor (``torch_fl.compile``) reads the same
@@ -17,13 +18,11 @@ from typing import Any
 
 import torch
 
-from torch_fl import _C
+from torch_fl import _build_config, _C
 
 __all__ = ["DeviceProperties", "device_capability", "device_properties", "is_bf16_supported", "kernel_device_module",
            "utilization"]
 
-#: Platforms whose flagos device ``i`` is device ``i`` of a torch device module, by that module's name.
-_DESCRIBED_BY = {"cuda": "cuda"}
 
 
 @dataclass(frozen=True)
@@ -42,10 +41,10 @@ class DeviceProperties:
 
 def kernel_device_module() -> ModuleType | None:
     """``torch.cuda`` where the flagos devices are that module's devices and this torch can ask it, else None."""
-    name = _DESCRIBED_BY.get(_C._platform())
-    if name is None:
+    # The host runtime's kernel device is the CPU, whose module describes no devices (no properties).
+    module: ModuleType | None = getattr(torch, _build_config.KERNEL_DEVICE, None)
+    if module is None or not hasattr(module, "get_device_properties"):
         return None
-    module: ModuleType = getattr(torch, name)
     # A stock torch+cpu beside the cuda-assets wheel has no CUDA Python bindings to ask.
     compiled = getattr(module, "_is_compiled", lambda: False)()
     return module if compiled else None

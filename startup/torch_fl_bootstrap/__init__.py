@@ -8,8 +8,9 @@ when ``torch`` is about to be imported) or from ``torch_fl/__init__.py``
 in the same wheel because ``torch_fl/__init__.py`` imports torch.
 
 What it does is read from the wheel's ``torch_fl/compatibility.json``
-(``manifest.py``, ``bundle.kind``), one module per kind, imported only for
-that kind:
+(``manifest.py``, ``bundle.kind``) and the kind's rules (``kinds.py``, the copy
+of preflight's policy table), one module per job, imported only where the
+kind's policy asks for it:
 
 ``cuda-assets`` (``cuda_assets.py``)
     Preload the bundled CUDA pieces of libtorch and what they need, globally.
@@ -30,6 +31,7 @@ import sys
 
 from torch_fl_bootstrap import manifest as _manifest
 from torch_fl_bootstrap.errors import BootstrapError, BootstrapWarning
+from torch_fl_bootstrap.kinds import policy as _policy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,9 +40,6 @@ if TYPE_CHECKING:
     from torch_fl_bootstrap.manifest import Manifest
 
 __all__ = ["BootstrapError", "BootstrapWarning", "ensure", "on_torch_import"]
-
-#: Kinds whose work must happen before PyTorch's libraries load.
-_BEFORE_TORCH = ("cuda-assets", "forked-libtorch")
 
 # Per package directory: the outcome of the work done before torch (the startup
 # hook and ``ensure`` may both ask; the work runs once).
@@ -51,12 +50,13 @@ _errors: dict[str, BootstrapError] = {}
 def _prepare_before_torch(pkg: str, manifest: Manifest) -> str | None:
     """The kind's work before torch loads, once; returns the view torch must be imported from, or None."""
     if pkg not in _done:
-        if manifest.kind == "cuda-assets":
+        rules = _policy(manifest.kind)
+        if rules.global_preload:
             from torch_fl_bootstrap import cuda_assets
 
             cuda_assets.preload(pkg, manifest)
             _done[pkg] = None
-        elif manifest.kind == "forked-libtorch":
+        elif rules.replaces_torch_libraries:
             from torch_fl_bootstrap import forked_libtorch
 
             _done[pkg] = forked_libtorch.view_of_torch(pkg, manifest)
@@ -74,7 +74,7 @@ def on_torch_import(pkg: str) -> ModuleSpec | None:
         return None
     try:
         manifest = _manifest.load(pkg)
-        if manifest is None or manifest.kind not in _BEFORE_TORCH:
+        if manifest is None or not _policy(manifest.kind).loads_before_torch:
             return None
         entry = _prepare_before_torch(pkg, manifest)
         if entry is None:
@@ -95,12 +95,13 @@ def ensure(pkg: str) -> None:
     manifest = _manifest.load(pkg)
     if manifest is None:
         return
-    if manifest.kind == "native-sdk":
+    rules = _policy(manifest.kind)
+    if rules.checks_runtime_at_import:
         from torch_fl_bootstrap import native_sdk
 
         native_sdk.check(manifest)
         return
-    if manifest.kind not in _BEFORE_TORCH:
+    if not rules.loads_before_torch:
         return
     if "torch" in sys.modules:
         from torch_fl_bootstrap import after_torch

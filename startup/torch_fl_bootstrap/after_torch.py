@@ -12,6 +12,7 @@ import sys
 
 from torch_fl_bootstrap import installed_torch
 from torch_fl_bootstrap.errors import BootstrapError
+from torch_fl_bootstrap.kinds import policy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ def check_loaded(pkg: str, manifest: Manifest, earlier: BootstrapError | None) -
         return  # no /proc: nothing to check against
     missing = [path for _, path in bundled if os.path.realpath(path) not in maps]
     stock: list[str] = []
-    if kind == "forked-libtorch":
+    rules = policy(kind)
+    if rules.replaces_torch_libraries:
         torch_dir, _ = installed_torch.find()
         for _, path in bundled:
             candidate = os.path.realpath(os.path.join(torch_dir, "lib", os.path.basename(path)))
@@ -46,7 +48,7 @@ def check_loaded(pkg: str, manifest: Manifest, earlier: BootstrapError | None) -
                 stock.append(candidate)
     # The canaries: a library every program maps once torch is imported (the
     # others of a bundle may load on demand).
-    canaries = ("libtorch_cuda.so", "libc10_cuda.so") if kind == "cuda-assets" else ("libc10.so",)
+    canaries = rules.loaded_canaries
     missing = [p for p in missing if os.path.basename(p) in canaries]
     if not missing and not stock:
         return

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from torch_fl_bootstrap.errors import BootstrapError
+from torch_fl_bootstrap.kinds import KINDS
 
 # typing costs milliseconds to import, and this runs on every `import torch`:
 # the annotations are strings (see the __future__ import), checked by mypy only.
@@ -59,7 +60,7 @@ class Manifest:
     path: str
     """The file it was read from (its hash keys the forked-libtorch view)."""
     kind: str
-    """``bundle.kind``: in-wheel-runtime, cuda-assets, forked-libtorch, native-sdk or none."""
+    """``bundle.kind``: a name of the kinds table (``kinds.py``)."""
     platform: str
     """The recipe's platform name, e.g. ``host-forked``."""
     wheel_version: str
@@ -116,9 +117,12 @@ def from_document(path: str, doc: Any) -> Manifest:
                              f"does not read; reinstall torch_fl: pip install --force-reinstall --no-deps torch_fl")
     sdk = doc.get("sdk") or {}
     runtime = doc["runtime"]
+    kind = str(doc["bundle"]["kind"])
+    if kind not in KINDS:
+        raise ValueError(f"bundle.kind {kind!r} is none of {', '.join(KINDS)}")
     return Manifest(
         path=path,
-        kind=str(doc["bundle"]["kind"]),
+        kind=kind,
         platform=str(doc.get("platform", "?")),
         wheel_version=str(doc["wheel"]["version"]),
         bundle_directory=doc["bundle"].get("directory"),

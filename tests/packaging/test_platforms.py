@@ -134,6 +134,7 @@ def test_kind_none_bundles_nothing(tmp_path: Path, torch_lib: Path) -> None:
     (source / "pyproject.toml").write_text("")
     (source / "bundlers" / "vendor-native.toml").write_text(
         'platform = "vendor-native"\nkind = "none"\nsummary = "a vendor torch with its own kernels"\n'
+        '[device]\nruntime = "cuda"\nkernel_device = "cuda"\ndistributed = "nccl"\ncompile = "triton"\nfp8 = "native"\n'
         '[wheel]\nlocal_version = "native"\npython = "3.11"\nindex_lane = "x"\n[ci]\nrunner = "r"\n')
     recipe = load_recipe("vendor-native", source / "bundlers")
     base = torch_base()

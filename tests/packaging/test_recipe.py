@@ -39,7 +39,7 @@ def test_every_field_is_documented() -> None:
         for f in dataclasses.fields(cls):
             assert f.metadata.get("doc"), f"{cls.__name__}.{f.name} has no doc"
     from torch_fl_packaging import recipe as m
-    for cls in (m.Recipe, m.WheelSpec, m.CiSpec, m.SdkSpec, m.BundleSpec, m.RuntimeDirectory, m.RepairSpec,
+    for cls in (m.Recipe, m.DeviceSpec, m.WheelSpec, m.CiSpec, m.SdkSpec, m.BundleSpec, m.RuntimeDirectory, m.RepairSpec,
                 m.VendorTorchSpec):
         walk(cls)
 
@@ -65,6 +65,12 @@ def _write(tmp: Path, name: str, text: str) -> Path:
 BASE = '''platform = "x"
 kind = "none"
 summary = "s"
+[device]
+runtime = "host"
+kernel_device = "cpu"
+distributed = "gloo"
+compile = "cpp"
+fp8 = "emulated"
 [wheel]
 local_version = "x"
 python = "3.11"
@@ -93,6 +99,13 @@ def test_minimal_recipe(tmp_path: Path) -> None:
     (BASE + "[sdk]\nname = \"s\"\nversion_pattern = \"no group\"\n", "exactly one group"),
     ("platform = \n", "not valid TOML"),
     (BASE.replace('[ci]\nrunner = "r"\n', ""), "missing 'ci'"),
+    (BASE.replace('fp8 = "emulated"\n', ""), "missing 'fp8'"),
+    (BASE.replace('fp8 = "emulated"', 'fp8 = "emulate"'), "did you mean 'emulated'"),
+    (BASE.replace('compile = "cpp"', 'compile = "trition"'), "did you mean 'triton'"),
+    (BASE.replace('distributed = "gloo"', 'distributed = "ncl"'), "did you mean 'nccl'"),
+    (BASE.replace('runtime = "host"', 'runtime = "Host"'), "device.runtime is not a lowercase name"),
+    (BASE.replace('kernel_device = "cpu"', 'kernel_devise = "cpu"'), "did you mean 'kernel_device'"),
+    (BASE.replace('fp8 = "emulated"', 'fp8 = "emulated"\ncuda_toolkit = "/opt/x"'), "CUDA toolkit of the cuda runtime"),
 ])
 def test_invalid_recipes_are_rejected(tmp_path: Path, text: str, needle: str) -> None:
     with pytest.raises(RecipeError) as exc:

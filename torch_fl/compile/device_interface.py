@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
 
-from torch_fl import _C, flagos
+from torch_fl import _build_config, _C, flagos
 
 _DEVICE = "flagos"
 
@@ -110,7 +110,7 @@ class FlagosInterface(DeviceInterface):
 
     @staticmethod
     def is_triton_capable(device: torch.types.Device = None) -> bool:
-        return _C._platform() == "cuda" and FlagosInterface.get_compute_capability(device) != ""
+        return _build_config.COMPILE == "triton" and FlagosInterface.get_compute_capability(device) != ""
 
     @staticmethod
     def raise_if_triton_unavailable(device: torch.types.Device = None) -> None:

@@ -6,10 +6,11 @@ Inductor registers a PrivateUse1 device's code generators from its device module
 the first time it compiles.  The attributes are resolved lazily, because importing
 inductor's code generators costs seconds that ``import torch`` must not pay; the
 first lookup also registers flagos's device op overrides, which inductor asks for
-right after.  Which generators depends on where flagos memory lives: host memory
-on the host platform (inductor's C++ backend), CUDA memory on the cuda platform
-(its Triton backend).  Where there is none, the Scheduling raises why, once
-inductor generates kernels for a flagos graph (``unsupported``).
+right after.  Which generators is the platform table's ``compile`` (the recipe's
+``[device] compile``, read from the build config): ``cpp`` where flagos memory is
+host memory (inductor's C++ backend), ``triton`` where it is CUDA memory (its
+Triton backend).  Where there is none, the Scheduling raises why, once inductor
+generates kernels for a flagos graph (``unsupported``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from torch_fl import _C
+from torch_fl import _build_config
 
 __all__ = ["ATTRIBUTES", "device_module_attribute"]
 
@@ -46,8 +47,9 @@ def _codegen() -> dict[str, Any]:
 
     from torch_fl.compile.unsupported import CppWrapperUnsupported
 
-    platform = _C._platform()
-    if platform == "host":
+    backend = _build_config.COMPILE
+    platform = _build_config.PLATFORM
+    if backend == "cpp":
         from torch_fl.compile import host_codegen
 
         host_codegen.treat_as_cpu()
@@ -55,12 +57,12 @@ def _codegen() -> dict[str, Any]:
         register_device_op_overrides(_DEVICE, host_codegen.HostDeviceOpOverrides())
         return {"Scheduling": host_codegen.CppScheduling, "PythonWrapperCodegen": host_codegen.HostWrapperCodegen,
                 "CppWrapperCodegen": CppWrapperUnsupported, "WrapperFxCodegen": WrapperFxCodegen}
-    if platform == "cuda" and not torch.cuda._is_compiled():
+    if backend == "triton" and not torch.cuda._is_compiled():
         return _without_kernel_backend(
-            "torch.compile with inductor on the flagos cuda platform needs a CUDA build of torch (Triton compiles "
-            f"and launches through torch.cuda), and this torch ({torch.__version__}) is CPU-only; install the "
+            f"torch.compile with inductor on the flagos {platform} platform needs a CUDA build of torch (Triton "
+            f"compiles and launches through torch.cuda), and this torch ({torch.__version__}) is CPU-only; install the "
             "torch_fl wheel built against the CUDA torch, or compile with backend='aot_eager'")
-    if platform == "cuda":
+    if backend == "triton":
         from torch_fl.compile import cuda_codegen
 
         cuda_codegen.prepare()

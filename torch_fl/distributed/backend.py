@@ -31,8 +31,7 @@ def _create(options: dist.distributed_c10d._DistributedBackendOptions,
     backend marks gloo the default and ``"cpu:gloo,flagos:flccl"`` none (it compares the plugin's upper-case key
     with lower-case names), and DDP's logger then fails with "Could not find backend type 1".
     """
-    platform = _C._platform()
-    engine = engines.create(platform, options, backend_options, BACKEND_NAME)
+    engine = engines.create(engines.ENGINE, options, backend_options, BACKEND_NAME)
     group = dist.ProcessGroup(options.store, options.group_rank, options.group_size)
     group._register_backend(torch.device(_DEVICE), dist.ProcessGroup.BackendType.CUSTOM,
                             _C._kernel_view_backend(engine, BACKEND_NAME))

@@ -1,10 +1,11 @@
-"""The engine a flagos process group runs its collectives in, per platform.
+"""The engine a flagos process group runs its collectives in: the platform table's ``distributed``.
 
 The engine is one of PyTorch's own process group backends, made the way
-``torch.distributed`` makes it for its own devices: gloo on the host platform
-(its device memory is host memory, so the kernel views are CPU tensors), NCCL on
-the cuda platform (the kernel views are CUDA tensors and flagos streams are CUDA
-streams).
+``torch.distributed`` makes it for its own devices: gloo where flagos memory is
+host memory (the host runtime: the kernel views are CPU tensors), NCCL where it
+is CUDA memory (the cuda runtime: the kernel views are CUDA tensors and flagos
+streams are CUDA streams).  Which one a build uses is its recipe's
+``[device] distributed``, read from the build config.
 """
 
 from __future__ import annotations
@@ -13,24 +14,24 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
+from torch_fl import _build_config
 from torch_fl.distributed.errors import DistributedError
 
-ENGINES: dict[str, str] = {"host": "gloo", "cuda": "nccl"}
-"""The engine of each runtime (``torch_fl._C._platform()``)."""
+ENGINE: str = _build_config.DISTRIBUTED
+"""This build's engine (the recipe's ``[device] distributed``): gloo, nccl or none."""
 
 
-def create(platform: str, options: dist.distributed_c10d._DistributedBackendOptions,
+def create(engine: str, options: dist.distributed_c10d._DistributedBackendOptions,
            backend_options: object | None, backend_name: str) -> dist.Backend:
-    """The engine for ``platform``, for the group described by ``options``; raises DistributedError."""
-    engine = ENGINES.get(platform)
+    """The ``engine`` (normally ENGINE) for the group described by ``options``; raises DistributedError."""
     if engine == "gloo":
         return _gloo(options, backend_name)
     if engine == "nccl":
         return _nccl(options, backend_options, backend_name)
     raise DistributedError(
-        f"{backend_name}: the {platform} platform has no collective engine in this torch_fl (known: "
-        f"{', '.join(f'{p}: {e}' for p, e in ENGINES.items())}); use a torch_fl build for host or cuda, or run the "
-        "collectives on CPU tensors with init_process_group(backend='gloo')"
+        f"{backend_name}: the {_build_config.PLATFORM} platform has no collective engine in this torch_fl (its "
+        f"recipe says distributed = {engine!r}; torch_fl runs gloo and nccl); use a platform that has one, or run "
+        "the collectives on CPU tensors with init_process_group(backend='gloo')"
     )
 
 

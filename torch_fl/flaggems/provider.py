@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import warnings
 
-from torch_fl import _C
+from torch_fl import _C, _build_config
 from torch_fl.flaggems.kernels import FlagGemsWarning, KernelSet
 from torch_fl.flaggems.op_table import FlagGemsTable, FlagGemsUnavailable, load
 
 __all__ = ["fallback_provider", "install", "kernel_device_type", "status", "table"]
 
-# The kernel views' device type, and the provider running PyTorch's kernels on them, per platform.
-_KERNEL_DEVICE = {"cuda": ("cuda", "cuda"), "host": ("cpu", "host")}
+# The kernel views' device type, and the provider running PyTorch's kernels on them (named by the runtime
+# family): the platform table's facts, from the recipe through the build config.
+_KERNEL_DEVICE = (_build_config.KERNEL_DEVICE, _build_config.RUNTIME) if _build_config.KERNEL_DEVICE != "none" else None
 
 _table: FlagGemsTable | None = None
 _unavailable: str | None = None
@@ -34,14 +35,12 @@ _warned_unavailable = False
 
 def kernel_device_type() -> str | None:
     """The device type of flagos kernel views on this platform, or None where FlagGems cannot serve it."""
-    entry = _KERNEL_DEVICE.get(_C._platform())
-    return entry[0] if entry else None
+    return _KERNEL_DEVICE[0] if _KERNEL_DEVICE else None
 
 
 def fallback_provider() -> str:
     """Where an operator FlagGems cannot run goes: the platform's kernel-device provider."""
-    entry = _KERNEL_DEVICE.get(_C._platform())
-    return entry[1] if entry else "cpu"
+    return _KERNEL_DEVICE[1] if _KERNEL_DEVICE else "cpu"
 
 
 def table() -> FlagGemsTable:
@@ -54,8 +53,8 @@ def table() -> FlagGemsTable:
     device = kernel_device_type()
     try:
         if device is None:
-            raise FlagGemsUnavailable(f"the flaggems provider runs on the cuda and host platforms, not on "
-                                      f"{_C._platform()}")
+            raise FlagGemsUnavailable(f"the flaggems provider runs where a torch device shares flagos memory, "
+                                      f"and the {_C._platform()} runtime has none")
         _table = load(device)
     except FlagGemsUnavailable as e:
         _unavailable = str(e)

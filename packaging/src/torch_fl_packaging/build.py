@@ -55,7 +55,7 @@ def _cuda_torch_dir(config: Config) -> Path | None:
     per-run directory would break the next incremental build.
     """
     vendor = config.vendor
-    if config.recipe.kind != "cuda-assets" or vendor is None:
+    if config.recipe.policy.library_source != "cuda-torch" or vendor is None:
         return None
     if not vendor.is_wheel:
         return vendor.path.parent

@@ -30,6 +30,16 @@ __all__ = ["dynamic_metadata", "get_requires_for_dynamic_metadata"]
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
+def _importable_kinds_table() -> None:
+    """The recipe loader reads preflight's bundle-kind table; a development build without preflight
+    installed reads it from the source tree (standard library only, like this module)."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("torch_fl_preflight") is None:
+        sys.path.append(str(_REPO_ROOT / "preflight" / "src"))
+
+
 def _torch_version() -> Version:
     try:
         return Version(version("torch"))
@@ -46,6 +56,7 @@ def _platform() -> str:
 
 def _recipe_local_version(platform: str) -> str:
     # The recipe loader is standard-library only, so it is safe inside the backend.
+    _importable_kinds_table()
     from torch_fl_packaging.errors import RecipeError
     from torch_fl_packaging.recipe import load_recipe
 
@@ -73,6 +84,7 @@ def _dependencies() -> list[str]:
         if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
             raise RuntimeError("FLAGOS_WHEEL_REQUIREMENTS must be a JSON list of requirement strings")
         return reqs
+    _importable_kinds_table()
     from torch_fl_packaging.recipe import load_recipe
 
     torch_version = _torch_version()

@@ -123,7 +123,7 @@ def _resolve_sdk_version(recipe: Recipe, root: Path | None, given: str | None,
     fix = "pass the real version, e.g. --sdk-version 3.8.1"
     if given is not None:
         given = check_concrete_version(given, "--sdk-version", fix)
-    if recipe.kind == "cuda-assets":
+    if recipe.policy.sdk_version_from_torch:
         found = vendor.info.cuda if vendor else None
     else:
         found = read_sdk_version(recipe, root) if root else None
@@ -253,24 +253,24 @@ def configure(
     # The SDK is checked before the vendor torch: it is cheaper, and the cuda-assets
     # kind (whose version comes from the CUDA torch) has no SDK tree to check.
     version: str | None = None
-    if recipe.kind != "cuda-assets":
+    if not recipe.policy.sdk_version_from_torch:
         version = _resolve_sdk_version(recipe, root, sdk_version, None)
         if recipe.sdk and recipe.sdk.version_file and version is None:
             where = root / recipe.sdk.version_file if root else recipe.sdk.version_file
             raise ConfigureError(f"cannot read the {recipe.sdk.name} SDK version", where,
                                  "pass --sdk-version X.Y.Z")
     vendor = resolve_vendor(recipe, vendor_torch, torch, torch_lib)
-    if recipe.kind == "cuda-assets":
+    if recipe.policy.sdk_version_from_torch:
         version = _resolve_sdk_version(recipe, root, sdk_version, vendor)
     local = _local_version(recipe, version, vendor)
     base = base_version(torch.version)
-    if recipe.exact_torch:
+    if recipe.policy.pins_torch:
         torch_req = f"torch=={base}"
     else:
         major, minor = Version(base).release[:2]
         torch_req = f"torch>={major}.{minor},<{major}.{minor + 1}"
     reqs = [torch_req]
-    if recipe.kind == "cuda-assets" and vendor is not None:
+    if recipe.policy.runtime_from_requirements and vendor is not None:
         reqs += cuda_requirements(vendor)
     companions = companion_pins(source_dir, recipe.platform)
     if from_wheel is not None:

@@ -1,9 +1,10 @@
 """Platform recipes: ``bundlers/<platform>.toml`` loaded into frozen dataclasses.
 
 The recipes are the single source of platform facts.  This module reads them with
-the standard library only (``tomllib``; ``tomli`` on Python 3.10) because the
-PEP 517 metadata provider (``build_metadata``) imports it inside the build
-backend.  Every field has a docstring in ``field(metadata=...)``; unknown keys are
+the standard library only (``tomllib``; ``tomli`` on Python 3.10), plus preflight's
+bundle-kind policy table (``torch_fl_preflight.kinds``, standard library only too),
+because the PEP 517 metadata provider (``build_metadata``) and CMake
+(``cmake_config``) import it inside the build backend.  Every field has a docstring in ``field(metadata=...)``; unknown keys are
 errors with a "did you mean".
 
 The model and its loader are one thing, kept in one file.
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from torch_fl_preflight.kinds import KINDS, LIBRARY_SOURCES, KindPolicy
+
 from .errors import RecipeError
 
 if sys.version_info >= (3, 11):
@@ -34,8 +37,12 @@ else:  # pragma: no cover - exercised on the 3.10 runners only
 
 __all__ = [
     "BUNDLE_KINDS",
+    "COMPILE_BACKENDS",
+    "DISTRIBUTED_ENGINES",
+    "FP8_SUPPORT",
     "BundleSpec",
     "CiSpec",
+    "DeviceSpec",
     "ExtraSpec",
     "Recipe",
     "RepairSpec",
@@ -47,19 +54,28 @@ __all__ = [
     "load_recipe",
     "load_recipe_file",
     "reference_markdown",
+    "runtime_adapter_dir",
 ]
 
-#: The closed set of bundle kinds (docs/architecture.md, "Bundle kinds").
-BUNDLE_KINDS = ("in-wheel-runtime", "cuda-assets", "forked-libtorch", "native-sdk", "none")
+#: The closed set of bundle kinds (docs/architecture.md, "Bundle kinds"): the names of preflight's policy table.
+BUNDLE_KINDS = tuple(KINDS)
 #: The companion projects manifests/companions.toml may pin (compatibility.json's companions).
 COMPANIONS = ("flaggems", "flagtree", "flagcx")
-#: Where a kind's bundled libraries come from.
-LIBRARY_SOURCES = ("build", "vendor-torch", "cuda-torch")
+#: The collective engines torch_fl's process group runs (torch_fl/distributed/engines.py); none: no engine.
+DISTRIBUTED_ENGINES = ("gloo", "nccl", "none")
+#: Inductor's kernel backends torch_fl wires for flagos (torch_fl/compile/): its C++ backend for host memory,
+#: its Triton backend for CUDA memory; none: torch.compile runs with backend="aot_eager" only.
+COMPILE_BACKENDS = ("cpp", "triton", "none")
+#: Whether float8 operators run on the device's own FP8 units or are emulated in wider types.
+FP8_SUPPORT = ("native", "emulated")
+#: Where the runtime adapters live, relative to the source tree: one folder per runtime family.
+RUNTIME_ADAPTERS = Path("csrc") / "runtime"
 
 _PLATFORM_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LOCAL_RE = re.compile(r"^[a-z0-9]+([._][a-z0-9]+)*$")
 _EXTRA_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")  # a normalized extra name (PEP 685)
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # a runtime family or a torch device type
 _DIST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 
@@ -191,12 +207,40 @@ class ExtraSpec:
 
 
 @dataclass(frozen=True)
+class DeviceSpec:
+    """The platform table's entry: the runtime the plugin is built with and what torch_fl runs on it.
+
+    CMake reads it (``torch_fl_packaging.cmake_config``), and torch_fl reads the same facts from its
+    generated build config (``torch_fl/_build_config.py``)."""
+
+    runtime: str = _doc(
+        "Runtime family: the adapter folder in csrc/runtime/ the plugin is built with: host (the emulated "
+        "runtime), cuda (CUDA and CUDA-compatible SDKs), or a vendor adapter. A family without a folder in "
+        "the source tree makes the platform recipe only: never scheduled for release."
+    )
+    kernel_device: str = _doc(
+        "torch device type of the kernel views (flagos memory lent to PyTorch's own kernels): cpu, cuda, ...; "
+        "none where no torch device shares flagos memory."
+    )
+    distributed: str = _doc("Collective engine of the flagos process group: " + ", ".join(DISTRIBUTED_ENGINES) + ".")
+    compile: str = _doc("Inductor kernel backend for flagos: " + ", ".join(COMPILE_BACKENDS) + ".")
+    fp8: str = _doc("float8 operators: native (the device has FP8 units) or emulated (computed in bf16/fp32).")
+    cuda_toolkit: str | None = _doc(
+        "cuda runtime only: the CUDA toolkit to build with (CMake's CUDAToolkit_ROOT), where a vendor SDK "
+        "carries its own CUDA-compatible toolkit; may use {prefix}, which follows [sdk] env at build time. "
+        "Absent: the build machine's CUDA toolkit.",
+        None,
+    )
+
+
+@dataclass(frozen=True)
 class Recipe:
     """One platform: its bundle kind and every fact the pipeline needs about it."""
 
     platform: str = _doc("The platform name; equals the recipe's file name.")
     kind: str = _doc("Bundle kind: " + ", ".join(BUNDLE_KINDS) + ".")
     summary: str = _doc("One line saying what the platform is.")
+    device: DeviceSpec = _doc("The platform table's entry: runtime family, kernel device, engines, FP8.")
     wheel: WheelSpec = _doc("Wheel naming and publishing.")
     ci: CiSpec = _doc("Release runner.")
     stand_in: bool = _doc("A test stand-in that is never released (host-forked).", False)
@@ -219,9 +263,23 @@ class Recipe:
 
     # -- derived facts --------------------------------------------------------
     @property
+    def policy(self) -> KindPolicy:
+        """The rules of the recipe's bundle kind (preflight's policy table)."""
+        return KINDS[self.kind]
+
+    @property
     def exact_torch(self) -> bool:
         """Whether the wheel pins torch exactly (it bundles libtorch pieces)."""
-        return self.kind in ("cuda-assets", "forked-libtorch")
+        return self.policy.pins_torch
+
+    @property
+    def builds_cuda_runtime(self) -> bool:
+        """The plugin is built with the cuda runtime adapter (CUDA, or a CUDA-compatible vendor SDK)."""
+        return self.device.runtime == "cuda"
+
+    def recipe_only(self, source_dir: Path) -> bool:
+        """The runtime family has no adapter in ``source_dir``: the platform cannot be built, only described."""
+        return not runtime_adapter_dir(source_dir, self.device.runtime).is_dir()
 
     @property
     def bundles_libraries(self) -> bool:
@@ -309,6 +367,18 @@ def _validate(recipe: Recipe, path: Path) -> None:
     if recipe.kind not in BUNDLE_KINDS:
         raise bad("unknown bundle kind", recipe.kind, _did_you_mean(recipe.kind, BUNDLE_KINDS)
                   or "one of " + ", ".join(BUNDLE_KINDS))
+    rules = recipe.policy
+    d = recipe.device
+    for key, value, choices in (("distributed", d.distributed, DISTRIBUTED_ENGINES),
+                                ("compile", d.compile, COMPILE_BACKENDS), ("fp8", d.fp8, FP8_SUPPORT)):
+        if value not in choices:
+            raise bad(f"unknown device.{key}", value, _did_you_mean(value, choices) or "one of " + ", ".join(choices))
+    for key, value in (("runtime", d.runtime), ("kernel_device", d.kernel_device)):
+        if not _NAME_RE.match(value):
+            raise bad(f"device.{key} is not a lowercase name", value, 'e.g. "cuda"')
+    if d.cuda_toolkit is not None and not (recipe.builds_cuda_runtime and d.cuda_toolkit.startswith("/")):
+        raise bad("device.cuda_toolkit names the CUDA toolkit of the cuda runtime", d.cuda_toolkit,
+                  'use runtime = "cuda" and an absolute path, e.g. "{prefix}/cuda"')
     local_probe = _expand(recipe.wheel.local_version,
                           {"sdk_version": "1.0", "sdk_version_nodots": "10", "cuda_version": "1.0"})
     if "{" in local_probe or not _LOCAL_RE.match(local_probe):
@@ -320,26 +390,22 @@ def _validate(recipe: Recipe, path: Path) -> None:
     if b.source is not None and b.source not in LIBRARY_SOURCES:
         raise bad("unknown bundle.source", b.source,
                   _did_you_mean(b.source, LIBRARY_SOURCES) or "one of " + ", ".join(LIBRARY_SOURCES))
-    wants_libs = recipe.kind in ("in-wheel-runtime", "cuda-assets", "forked-libtorch")
-    if wants_libs and not (b.libraries and b.directory and b.source):
+    if rules.bundles_libraries and not (b.libraries and b.directory and b.source):
         raise bad(f"kind {recipe.kind} bundles libraries", recipe.kind,
                   "set bundle.directory, bundle.source and bundle.libraries")
-    if not wants_libs and (recipe.bundles_libraries or b.directory):
+    if not rules.bundles_libraries and (recipe.bundles_libraries or b.directory):
         raise bad(f"kind {recipe.kind} bundles nothing", b.libraries or b.directory,
                   "remove bundle.libraries and bundle.directory")
-    expected_source = {"in-wheel-runtime": "build", "cuda-assets": "cuda-torch",
-                       "forked-libtorch": "vendor-torch"}.get(recipe.kind)
-    if expected_source and b.source != expected_source:
-        raise bad(f"kind {recipe.kind} takes its libraries from {expected_source}", b.source,
-                  f"set bundle.source = {expected_source!r}")
+    if rules.library_source and b.source != rules.library_source:
+        raise bad(f"kind {recipe.kind} takes its libraries from {rules.library_source}", b.source,
+                  f"set bundle.source = {rules.library_source!r}")
     if b.directory and (b.directory.startswith("/") or ".." in b.directory.split("/")):
         raise bad("bundle.directory must be wheel-relative", b.directory, "e.g. torch_fl/lib")
     # The host-forked stand-in has no vendor driver, hence no prefix.
-    needs_prefix = recipe.kind == "native-sdk" or (recipe.kind == "forked-libtorch" and not recipe.stand_in)
-    if needs_prefix and not (recipe.sdk and recipe.sdk.prefix):
+    if rules.needs_sdk_prefix and not recipe.stand_in and not (recipe.sdk and recipe.sdk.prefix):
         raise bad(f"kind {recipe.kind} needs an SDK prefix", recipe.kind, "add [sdk] prefix = ...")
-    if recipe.kind == "native-sdk" and not b.plugin_rpath:
-        raise bad("native-sdk names the SDK library directories in the plugin's RPATH", None,
+    if rules.sdk_dirs_in_plugin_rpath and not b.plugin_rpath:
+        raise bad(f"{recipe.kind} names the SDK library directories in the plugin's RPATH", None,
                   "set bundle.plugin_rpath")
     for entry in (*b.rpath, *b.plugin_rpath):
         if not entry.startswith(("$ORIGIN", "/")):
@@ -376,7 +442,7 @@ def _validate(recipe: Recipe, path: Path) -> None:
             if not _DIST_RE.match(dist):
                 raise bad("not a distribution name", dist, 'e.g. "flag-gems"')
         # Only these kinds have a vendor/CUDA torch whose METADATA the requirements can be copied from.
-        if extra.from_vendor_torch and b.source not in ("vendor-torch", "cuda-torch"):
+        if extra.from_vendor_torch and not rules.bundles_libtorch:
             raise bad(f"kind {recipe.kind} has no vendor torch to copy extras.from_vendor_torch from",
                       list(extra.from_vendor_torch), "drop from_vendor_torch")
 
@@ -397,6 +463,11 @@ def load_recipe_file(path: Path) -> Recipe:
     return recipe
 
 
+def runtime_adapter_dir(source_dir: Path, runtime: str) -> Path:
+    """The folder of ``runtime``'s adapter in the source tree ``source_dir`` (csrc/runtime/<runtime>)."""
+    return source_dir / RUNTIME_ADAPTERS / runtime
+
+
 def available_platforms(bundlers_dir: Path) -> list[str]:
     return sorted(p.stem for p in bundlers_dir.glob("*.toml"))
 
@@ -415,11 +486,11 @@ def load_recipe(platform: str, bundlers_dir: Path) -> Recipe:
 def reference_markdown() -> str:
     """The recipe keys and their meaning, as a Markdown table (rendered into packaging/README.md)."""
     sections: list[tuple[Any, str]] = [
-        (Recipe, ""), (WheelSpec, "[wheel] "), (CiSpec, "[ci] "), (SdkSpec, "[sdk] "), (BundleSpec, "[bundle] "),
+        (Recipe, ""), (DeviceSpec, "[device] "), (WheelSpec, "[wheel] "), (CiSpec, "[ci] "), (SdkSpec, "[sdk] "), (BundleSpec, "[bundle] "),
         (RuntimeDirectory, "[[runtime]] "), (RepairSpec, "[repair] "), (VendorTorchSpec, "[vendor_torch] "),
         (ExtraSpec, "[[extras]] "),
     ]
-    tables = {"wheel", "ci", "sdk", "bundle", "runtime", "repair", "vendor_torch", "extras"}
+    tables = {"device", "wheel", "ci", "sdk", "bundle", "runtime", "repair", "vendor_torch", "extras"}
     rows = ["| key | meaning |", "|---|---|"]
     for cls, prefix in sections:
         for f in dataclasses.fields(cls):

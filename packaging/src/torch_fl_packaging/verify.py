@@ -29,6 +29,7 @@ from torch_fl_preflight import checker
 from torch_fl_preflight.errors import PreflightError
 from torch_fl_preflight.host_checks import HostOptions
 from torch_fl_preflight.host_env import HostEnv, HostProbe
+from torch_fl_preflight.kinds import policy
 from torch_fl_preflight.report import Status, SubjectReport, counts
 from torch_fl_preflight.wheel_checks import read_wheel_metadata
 from torch_fl_preflight.wheel_reader import WheelArchive
@@ -36,7 +37,7 @@ from torch_fl_preflight.wheel_reader import WheelArchive
 from .configure import Config
 from .errors import VerifyError
 from .manifest import MANIFEST_PATH
-from .verify_target import RUNTIME_FROM_REQUIREMENTS, RequirementsTarget, TargetSource, default_index, make_target
+from .verify_target import RequirementsTarget, TargetSource, default_index, make_target
 
 __all__ = ["Verified", "prove", "verify"]
 
@@ -87,7 +88,7 @@ def prove(wheel: Path, *, platform: str | None, release: bool, python: str, work
         host: HostEnv = HostProbe(python, base).result()
         target: RequirementsTarget | None = None
         target_info: dict[str, Any] | None = None
-        if alone.facts["bundle_kind"] in RUNTIME_FROM_REQUIREMENTS:
+        if policy(alone.facts["bundle_kind"]).runtime_from_requirements:
             start = time.perf_counter()
             target = make_target(python, requires, host, work / "target", source, progress=progress)
             target_info = _target_summary(target, time.perf_counter() - start)

@@ -30,11 +30,8 @@ from torch_fl_preflight.host_env import HostEnv
 from .errors import TargetError
 from .pip_env import isolated_pip_env
 
-__all__ = ["RUNTIME_FROM_REQUIREMENTS", "RequirementsTarget", "TargetSource", "cache_dir", "default_index",
+__all__ = ["RequirementsTarget", "TargetSource", "cache_dir", "default_index",
            "make_target"]
-
-#: Bundle kinds whose runtime libraries come from the wheel's requirements (docs/architecture.md, "Bundle kinds").
-RUNTIME_FROM_REQUIREMENTS = frozenset({"cuda-assets"})
 
 #: pip settings kept from the caller's environment: how to reach an index, never which one.
 

@@ -38,6 +38,7 @@ from torch_fl_preflight import ld_cache
 from torch_fl_preflight.elf_reader import ElfInfo, read_elf_file
 from torch_fl_preflight.errors import ElfError
 from torch_fl_preflight.host_env import HostEnv, nvidia_lib_dirs
+from torch_fl_preflight.kinds import NOTHING_BUNDLED, policy
 from torch_fl_preflight.payload import ElfMember
 from torch_fl_preflight.report import Finding, Status, SubjectReport
 
@@ -81,7 +82,7 @@ class LoaderModel:
         self.torch_lib = host.torch.lib if host.torch else None
         self.nvidia_dirs = nvidia_lib_dirs(host)
         self.runtime_dirs = runtime_directories(manifest, host.environ) if manifest else []
-        self.kind = manifest["bundle"]["kind"] if manifest else "none"
+        self.kind = manifest["bundle"]["kind"] if manifest else NOTHING_BUNDLED
         bundle_dir = manifest["bundle"]["directory"] if manifest else None
         self.bundle = [m for m in members if bundle_dir and os.path.dirname(m.path) == bundle_dir.rstrip("/")]
         try:
@@ -118,10 +119,11 @@ class LoaderModel:
                 self.loaded.setdefault(soname, p)
         # cuda-assets: the bootstrap dlopens the bundled libraries RTLD_GLOBAL before torch initialises;
         # forked-libtorch: the bootstrap's view of torch/lib resolves torch's names to the bundled copies.
-        if self.kind in ("cuda-assets", "forked-libtorch"):
+        rules = policy(self.kind)
+        if rules.loads_before_torch:
             for m in self.bundle:
                 self.loaded.setdefault(m.info.soname or os.path.basename(m.installed), m.installed)
-            if self.kind == "cuda-assets":
+            if rules.global_preload:
                 self.global_scope.extend(m.installed for m in self.bundle)
 
     def _soname(self, path: str) -> str:

@@ -13,7 +13,8 @@ from packaging.version import InvalidVersion, Version
 
 from torch_fl_preflight.elf_gates import LoaderModel, runtime_directories
 from torch_fl_preflight.host_env import HostEnv, supported_tags
-from torch_fl_preflight.manifest_checks import PINNING_KINDS, is_exact_pin, torch_requirement
+from torch_fl_preflight.kinds import policy
+from torch_fl_preflight.manifest_checks import is_exact_pin, torch_requirement
 from torch_fl_preflight.report import SubjectReport
 
 MAX_VERSION_FILE = 1 << 16
@@ -135,7 +136,7 @@ def check_torch_install(
     kind = manifest["bundle"]["kind"]
     built_git = t.get("git_version")  # absent: that torch recorded none
     if (
-        kind in PINNING_KINDS
+        policy(kind).pins_torch
         and is_exact_pin(req.specifier)
         and host.torch.git_version
         and built_git

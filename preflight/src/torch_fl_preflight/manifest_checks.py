@@ -10,11 +10,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torch_fl_preflight.errors import ManifestError
+from torch_fl_preflight.kinds import policy
 from torch_fl_preflight.payload import ElfMember
 from torch_fl_preflight.report import SubjectReport
 
-PINNING_KINDS = ("cuda-assets", "forked-libtorch")  # bundle libtorch pieces: torch must be exact
-VENDOR_TORCH_KINDS = ("cuda-assets", "forked-libtorch")
 COMPANIONS = ("flaggems", "flagtree", "flagcx")
 
 
@@ -93,7 +92,7 @@ def check_torch(manifest: dict[str, Any], report: SubjectReport) -> None:
     if str(req) not in {str(requirement(r, "requirement")) for r in manifest["requirements"]}:
         problems.append(f"{req} is not among the wheel's requirements")
     kind = manifest["bundle"]["kind"]
-    if kind in PINNING_KINDS and not is_exact_pin(req.specifier):
+    if policy(kind).pins_torch and not is_exact_pin(req.specifier):
         problems.append(
             f"bundle kind {kind} bundles libtorch pieces but the torch requirement {req} is not exact"
         )
@@ -154,7 +153,7 @@ def check_elf_records(
     bundle_dir = manifest["bundle"]["directory"]
     if bundle_dir:
         bundled = [r for r in manifest["elf"] if r["path"].startswith(bundle_dir.rstrip("/") + "/")]
-        if not bundled and manifest["bundle"]["kind"] != "none":
+        if not bundled and policy(manifest["bundle"]["kind"]).bundles_libraries:
             report.fail(
                 "manifest.bundle",
                 f"bundle directory {bundle_dir} holds no recorded ELF file",
@@ -165,9 +164,13 @@ def check_elf_records(
 def check_release(manifest: dict[str, Any], report: SubjectReport, *, release: bool) -> None:
     """Provenance a release needs; warnings otherwise."""
     missing = []
-    if "version" not in manifest["sdk"] and manifest["platform"] != "host":
+    # An SDK has a version to record where it can be read: from its version file, or (cuda-assets) from the
+    # CUDA torch the libraries came from.  The host runtime's "SDK" is this source tree: it has none.
+    sdk = manifest["sdk"]
+    readable = "version_file" in sdk or policy(manifest["bundle"]["kind"]).sdk_version_from_torch
+    if "version" not in sdk and readable:
         missing.append(f"sdk.version (SDK {manifest['sdk']['name']})")
-    if manifest["bundle"]["kind"] in VENDOR_TORCH_KINDS and "vendor_torch" not in manifest:
+    if policy(manifest["bundle"]["kind"]).bundles_libtorch and "vendor_torch" not in manifest:
         missing.append("vendor_torch (the libraries came from a vendor/CUDA torch)")
     comps = manifest.get("companions", {})
     missing += [f"companions.{c}" for c in COMPANIONS if c not in comps]
