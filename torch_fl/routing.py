@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from torch_fl._env import warn_setting
+from torch_fl.flaggems.size_rules import SizeRule, SizeRuleError
+from torch_fl.flaggems.size_rules import parse as parse_rule
 
-__all__ = ["RoutingError", "RoutingTable", "Route", "load", "install", "install_from_env", "installed_table",
+__all__ = ["RoutingError", "RoutingTable", "Route", "evidence_path", "load", "install", "install_from_env", "installed_table",
            "check_usable", "unusable", "route", "provider_for"]
 
 _CONFIG_DIR = Path(__file__).with_name("configs")
@@ -44,11 +46,23 @@ class RoutingError(ValueError):
 
 
 
-class Route(NamedTuple):
+class _RouteFields(NamedTuple):
     requested: str
     """The provider the routing table names."""
     effective: str
     """The provider that runs the op (``cpu`` when the requested one is not built here)."""
+
+
+class Route(_RouteFields):
+    """Where an operator goes; ``reason`` says why (kept out of the tuple, its equality and its repr)."""
+
+    reason: str = ""
+    """Why: the calibration's finding (correct and faster, wrong, slower, below size), not offered, ..."""
+
+    def __new__(cls, requested: str, effective: str, reason: str = "") -> Route:
+        self = super().__new__(cls, requested, effective)
+        self.reason = reason
+        return self
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,11 @@ class RoutingTable:
     """``op`` or ``op.overload`` -> provider."""
     source: str = ""
     """Where the table came from, for messages."""
+    rules: dict[str, tuple[SizeRule, ...]] = field(default_factory=dict)
+    """``op`` -> the calls it sends to ``flaggems`` (``op = flaggems if ...`` lines); an op routed to flaggems
+    without rules sends every call.  The C++ routing sees ``flaggems``; the op's kernel checks the rules."""
+    evidence: str | None = None
+    """The calibration evidence beside the file (``<name>.evidence.json``), when there is one."""
 
 
 def _suggest(value: str, choices: list[str]) -> str:
@@ -105,21 +124,49 @@ def parse_file(path: Path, providers: list[str], op_names: set[str] | None = Non
         raise RoutingError(f"cannot read routing file {path}: {e.strerror}", setting) from None
     default = "host"
     per_op: dict[str, str] = {}
+    rules: dict[str, tuple[SizeRule, ...]] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         where = f"{path}:{number}"
         op, sep, provider = (part.strip() for part in line.partition("="))
+        provider, has_rule, condition = (part.strip() for part in provider.partition(" if "))
         if not sep or not op or not provider:
             raise RoutingError(f"{where}: expected 'op = provider', got {raw.strip()!r}", setting)
         _check_provider(provider, where, providers, setting)
         if op == "default":
+            if has_rule:
+                raise RoutingError(f"{where}: 'default' takes no condition, got {raw.strip()!r}", setting)
             default = provider
-        else:
-            _check_op(op, where, op_names, setting)
-            per_op[op.removeprefix("aten::")] = provider
-    return RoutingTable(default, per_op, str(path))
+            continue
+        _check_op(op, where, op_names, setting)
+        op = op.removeprefix("aten::")
+        if not has_rule:  # replaces every earlier line of the op
+            per_op[op] = provider
+            rules.pop(op, None)
+            continue
+        if provider != "flaggems":
+            raise RoutingError(f"{where}: only provider flaggems takes a condition (the other calls run on the kernel "
+                               f"device's provider), got {raw.strip()!r}", setting)
+        try:
+            rule = parse_rule(condition)
+        except SizeRuleError as e:
+            raise RoutingError(f"{where}: {e}", setting) from None
+        # `if` lines of one op add up (any of them); they replace an earlier line without a condition.
+        rules[op] = (*rules.get(op, ()), rule)
+        per_op[op] = "flaggems"
+    return RoutingTable(default, per_op, str(path), rules, _evidence_of(path))
+
+
+def evidence_path(path: Path) -> Path:
+    """Where the calibration evidence of routing file ``path`` lives: ``routes.conf`` -> ``routes.evidence.json``."""
+    return path.with_name(path.name.removesuffix(".conf") + ".evidence.json")
+
+
+def _evidence_of(path: Path) -> str | None:
+    sidecar = evidence_path(path)
+    return str(sidecar) if sidecar.is_file() else None
 
 
 def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
@@ -129,17 +176,25 @@ def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
     env = os.environ if environ is None else environ
     providers = list(_C._provider_names())
     configured = env.get(_BACKEND_CONFIG)
-    path = Path(configured) if configured else _CONFIG_DIR / f"backends_{platform}.conf"
-    table = parse_file(path, providers, setting=_BACKEND_CONFIG if configured else None)
-    default = table.default
     use_flaggems = env.get(_USE_FLAGGEMS, "0")
     if use_flaggems not in ("0", "1"):
         raise RoutingError(f"{_USE_FLAGGEMS}: expected 0 or 1, got {use_flaggems!r}; set {_USE_FLAGGEMS}=1 to route "
                            "every operator FlagGems offers to it", _USE_FLAGGEMS)
-    if use_flaggems == "1":
+    path = Path(configured) if configured else _CONFIG_DIR / f"backends_{platform}.conf"
+    if use_flaggems == "1" and not configured:
+        # No table of the user's: the shipped route table whose evidence matches this flag_gems, Triton and
+        # device, if there is one (else one warning, and every op FlagGems offers goes to it, unverified).
+        from torch_fl.flaggems import shipped
+
+        path = shipped.select(platform) or path
+    table = parse_file(path, providers, setting=_BACKEND_CONFIG if configured else None)
+    default = table.default
+    if use_flaggems == "1" and table.evidence is None:
         # Every op FlagGems offers goes to it; per-op entries keep their providers, the rest runs as by default.
+        # A calibrated table (one with evidence) already says where each op goes: it is used as it is.
         default = "flaggems"
     per_op = dict(table.per_op)
+    rules = dict(table.rules)
     for name, provider in sorted(env.items()):
         if not name.startswith(_OP_PREFIX):
             continue
@@ -147,7 +202,8 @@ def load(platform: str, environ: dict[str, str] | None = None) -> RoutingTable:
         _check_provider(provider, name, providers, name)
         _check_op(op, name, None, name)
         per_op[op] = provider
-    return RoutingTable(default, per_op, table.source)
+        rules.pop(op.removeprefix("aten::"), None)
+    return RoutingTable(default, per_op, table.source, rules, table.evidence)
 
 
 #: The table installed last (``python -m torch_fl`` shows it).
@@ -160,7 +216,7 @@ def install(table: RoutingTable, log_dispatch: bool) -> None:
     from torch_fl.flaggems import provider
 
     _C._set_routing(table.default, table.per_op, log_dispatch)
-    provider.install("flaggems" in (table.default, *table.per_op.values()), log_dispatch)
+    provider.install("flaggems" in (table.default, *table.per_op.values()), log_dispatch, table.rules)
     _installed = table
 
 
@@ -206,8 +262,10 @@ def route(op: str) -> Route:
     """The provider ``op`` (``add.Tensor``, ``aten::add.Tensor`` or ``add``) is routed to."""
     from torch_fl import _C
 
+    from torch_fl.flaggems.report import reason_for
+
     requested, effective = _C._route(op)
-    return Route(requested, effective)
+    return Route(requested, effective, reason_for(op.removeprefix("aten::"), requested, effective, _installed))
 
 
 def provider_for(op: str) -> str:

@@ -9,11 +9,20 @@ by address and strides, as FlagGems' kernels do.  Some of them behave
 like the failures the provider must survive: one always refuses, one calls torch again, one returns its
 input for a functional op, and the table holds factories, random ops, a decomposing op and an entry
 without a function, which flagos must not route.
+
+Three exist for calibration (``python -m torch_fl.flaggems calibrate``), their speed made deterministic by
+sleeping rather than measured luck: ``sqrt`` is wrong (off by 0.25), ``tanh`` is slower (2 ms a call, far
+above the CPU's), and ``sinh`` is faster only from a size: it costs 2 ms a call while the kernel device's own
+``sinh`` here costs 1 us per element (this module replaces the CPU kernel of ``aten::sinh`` with one that
+sleeps so, standing in for a kernel device whose kernel is slow per element), so FlagGems wins from about
+2000 elements and loses below.
 """
 
 from __future__ import annotations
 
 import ctypes
+import time
+import warnings
 from typing import Any
 
 import torch
@@ -107,6 +116,39 @@ def alias_copy(x: torch.Tensor) -> torch.Tensor:
     return x  # a functional op that hands back its input
 
 
+def sqrt(x: torch.Tensor) -> torch.Tensor:
+    _check("sqrt", x)
+    return torch.sqrt(x) + 0.25  # wrong
+
+
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    _check("tanh", x)
+    time.sleep(0.002)  # slower than the CPU's tanh at every size calibration uses
+    return torch.tanh(x)
+
+
+def _sinh(x: torch.Tensor) -> torch.Tensor:
+    return (torch.exp(x) - torch.exp(-x)) / 2
+
+
+def sinh(x: torch.Tensor) -> torch.Tensor:
+    _check("sinh", x)
+    time.sleep(0.002)  # a fixed cost per call, as a launch's
+    return _sinh(x)
+
+
+def _slow_cpu_sinh(x: torch.Tensor) -> torch.Tensor:
+    """The kernel device's own sinh in this stand-in's world: 1 us per element."""
+    time.sleep(x.numel() * 1e-6)
+    return _sinh(x)
+
+
+_cpu = torch.library.Library("aten", "IMPL")
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Warning only once for all operators")
+    _cpu.impl("sinh", _slow_cpu_sinh, "CPU")
+
+
 def zeros(*args: Any, **kwargs: Any) -> torch.Tensor:
     raise AssertionError("a factory must not be routed to the stand-in")
 
@@ -135,6 +177,9 @@ _FULL_CONFIG: tuple[tuple[Any, ...], ...] = (
     ("max.dim", max_dim),
     ("sigmoid", sigmoid),
     ("alias_copy", alias_copy),
+    ("sqrt", sqrt),
+    ("tanh", tanh),
+    ("sinh", sinh),
     ("zeros", zeros),
     ("rand_like", rand_like),
     ("_to_copy", to_copy),

@@ -28,6 +28,7 @@ import torch
 
 from torch_fl import _C
 from torch_fl.flaggems.op_table import FlagGemsEntry
+from torch_fl.flaggems.size_rules import SizeRule, call_size, compile_rules
 
 __all__ = ["FlagGemsWarning", "KernelSet", "OpPlan", "plan_for"]
 
@@ -106,13 +107,28 @@ class _Kernel:
     """The PrivateUse1 kernel of one operator routed to FlagGems."""
 
     def __init__(self, entry: FlagGemsEntry, plan: OpPlan, fallback: str, kernel_type: str, log_dispatch: bool,
-                 warned: set[str]) -> None:
+                 warned: set[str], rules: tuple[SizeRule, ...] | None = None) -> None:
         self.function = entry.function
         self.plan = plan
         self.fallback = fallback
         self.kernel_type = kernel_type
         self.log_dispatch = log_dispatch
         self.warned = warned
+        # The op's size rules, compiled once: dtype -> ((low, high), ...) element-count ranges FlagGems runs.
+        self.ranges = None if rules is None else compile_rules(rules)
+
+    def _in_rules(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a call's dtype and size fall in the op's rules (the op is routed with a condition)."""
+        dtype, numel = call_size(args, kwargs)
+        ranges = self.ranges
+        assert ranges is not None
+        spans = ranges.get(dtype) or ranges.get(None)
+        if spans is None:
+            return False
+        for low, high in spans:
+            if low <= numel < high:
+                return True
+        return False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         pairs: list[tuple[_Tensor, _Tensor]] = []
@@ -127,6 +143,12 @@ class _Kernel:
             if self.log_dispatch:
                 print(f"[torch_fl] {self.plan.name} -> {self.fallback} (re-entered from flaggems)", file=sys.stderr,
                       flush=True)
+            result = self.plan.overload(*vargs, **vkwargs)
+        elif self.ranges is not None and not self._in_rules(args, kwargs):
+            # The routing's size rule sends this call to the kernel device (calibrated: FlagGems is slower here).
+            if self.log_dispatch:
+                print(f"[torch_fl] {self.plan.name} -> {self.fallback} (outside its flaggems size rule)",
+                      file=sys.stderr, flush=True)
             result = self.plan.overload(*vargs, **vkwargs)
         elif self.kernel_type == "cuda" and not all(view.is_contiguous() for _, view in pairs):
             # On the cuda platform a FlagGems call made through this kernel read a non-contiguous view (an
@@ -210,9 +232,12 @@ class _Kernel:
 class KernelSet:
     """The PrivateUse1 kernels of the operators routed to FlagGems, in one torch.library registration."""
 
-    def __init__(self, entries: Iterable[FlagGemsEntry], fallback: str, kernel_type: str, log_dispatch: bool) -> None:
+    def __init__(self, entries: Iterable[FlagGemsEntry], fallback: str, kernel_type: str, log_dispatch: bool,
+                 rules: dict[str, tuple[SizeRule, ...]] | None = None) -> None:
         self._library: torch.library.Library | None = torch.library.Library("aten", "IMPL")
         self.ops: list[str] = []
+        self.rules: dict[str, tuple[SizeRule, ...]] = dict(rules or {})
+        """Per op routed with a condition: its size rules (the other ops send every call to FlagGems)."""
         self.failed: dict[str, str] = {}
         self.warned: set[str] = set()
         with warnings.catch_warnings():
@@ -220,7 +245,8 @@ class KernelSet:
             warnings.filterwarnings("ignore", message="Warning only once for all operators")
             for entry in entries:
                 try:
-                    kernel = _Kernel(entry, plan_for(entry.op), fallback, kernel_type, log_dispatch, self.warned)
+                    kernel = _Kernel(entry, plan_for(entry.op), fallback, kernel_type, log_dispatch, self.warned,
+                                     self.rules.get(entry.op))
                     self._library.impl(entry.op, kernel, "PrivateUse1")
                 except Exception as e:  # noqa: BLE001 -- the op is left to its route's fallback, named
                     self.failed[entry.op] = f"{type(e).__name__}: {e}"

@@ -62,8 +62,38 @@ def table() -> FlagGemsTable:
     return _table
 
 
-def install(requested: bool, log_dispatch: bool) -> None:
-    """Registers the FlagGems kernels the installed routing table asks for (``requested``: it names flaggems)."""
+def _functional_twin(op: str, candidate: str) -> bool:
+    """Whether ``candidate`` (``mm.default``) is the functional overload of out= variant ``op`` (``mm.out``): the
+    C++ routing lets an entry for the one route the other (csrc/aten/Routing.cpp, ``is_functional_twin``)."""
+    name, _, overload = op.partition(".")
+    other_name, _, other_overload = candidate.partition(".")
+    if name != other_name or overload == other_overload:
+        return False
+    try:
+        schema = torch._C._get_schema(f"aten::{name}", overload)
+        other = torch._C._get_schema(f"aten::{name}", other_overload)
+    except RuntimeError:
+        return False
+    inputs = [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
+    return schema.is_mutable and len(inputs) < len(schema.arguments) and inputs == [
+        (a.name, str(a.type)) for a in other.arguments]
+
+
+def rules_for(op: str, rules: Mapping[str, tuple[SizeRule, ...]]) -> tuple[SizeRule, ...] | None:
+    """The size rules of FlagGems' ``op`` (``add.Tensor``), found as the C++ routing finds its entry: the overload,
+    its functional twin, the op's name; None: every call goes to FlagGems."""
+    if op in rules:
+        return rules[op]
+    name = op.partition(".")[0]
+    for key, value in rules.items():
+        if "." in key and _functional_twin(op, key):
+            return value
+    return rules.get(name)
+
+
+def install(requested: bool, log_dispatch: bool, rules: Mapping[str, tuple[SizeRule, ...]] | None = None) -> None:
+    """Registers the FlagGems kernels the installed routing table asks for (``requested``: it names flaggems);
+    ``rules``: the per-shape rules of ops routed to flaggems with a condition."""
     global _kernels, _warned_unavailable
     if _kernels is not None:
         _kernels.close()
@@ -84,7 +114,8 @@ def install(requested: bool, log_dispatch: bool) -> None:
     routed = [entry for entry in offered.routable if _C._route(entry.op)[1] == "flaggems"]
     kernel_type = kernel_device_type()
     assert kernel_type is not None  # table() succeeded
-    _kernels = KernelSet(routed, fallback_provider(), kernel_type, log_dispatch)
+    _kernels = KernelSet(routed, fallback_provider(), kernel_type, log_dispatch,
+                         {entry.op: found for entry in routed if (found := rules_for(entry.op, rules or {})) is not None})
     _C._set_flaggems_ops(list(_kernels.ops))
 
 
@@ -99,7 +130,31 @@ def status() -> dict[str, object]:
         "flag_gems": offered.version,
         "dispatch_key": offered.dispatch_key,
         "routed": sorted(_kernels.ops) if _kernels else [],
+        "size_rules": {op: [str(rule) for rule in rules] for op, rules in sorted(_kernels.rules.items())}
+        if _kernels else {},
         "offered": list(offered.ops),
         "skipped": dict(sorted(offered.skipped.items())),
         "registration_failed": dict(sorted(_kernels.failed.items())) if _kernels else {},
+        "table": _table_facts(),
+        "reasons": {op: _reason(op) for op in sorted({*offered.ops, *offered.skipped})},
     }
+
+
+def _table_facts() -> dict[str, object]:
+    from torch_fl import routing
+    from torch_fl.flaggems import evidence
+
+    installed = routing.installed_table()
+    if installed is None:
+        return {}
+    document = evidence.load(installed.evidence) if installed.evidence else None
+    return {"source": installed.source, "evidence": installed.evidence,
+            "calibrated": bool(document and document.get("calibrated")),
+            "environment": document.get("environment") if document else None}
+
+
+def _reason(op: str) -> dict[str, str]:
+    from torch_fl import routing
+
+    route = routing.route(op)
+    return {"provider": route.effective, "reason": route.reason}
