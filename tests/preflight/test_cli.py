@@ -193,6 +193,16 @@ def test_markdown_table(host_wheel: Path, natives: B.Natives, tmp_path: Path) ->
     assert r.returncode == 0 and "missing provenance" in r.stdout
 
 
+def test_markdown_table_lists_recipe_only_platforms(host_wheel: Path) -> None:
+    r = B.run_preflight(["--markdown-table", "--wheel", str(host_wheel), "--recipe-only", "metax",
+                         "--recipe-only", "ascend"])
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| ")][1:]
+    cells = {row.strip("|").split("|")[0].strip(): [c.strip() for c in row.strip("|").split("|")] for row in rows}
+    assert cells["metax"][-1] == "recipe only" and cells["ascend"][-1] == "recipe only"
+    assert cells["host"][-1] == "ok"
+
+
 def test_markdown_table_fails_a_wheel_whose_record_does_not_match(natives: B.Natives, tmp_path: Path) -> None:
     pinned = B.write_wheel(tmp_path, B.WheelSpec(B.host_wheel_files(natives), manifest_extra={
         "companions": {"flaggems": "4.2.0", "flagtree": "0.3.0", "flagcx": "0.6.0"}}))

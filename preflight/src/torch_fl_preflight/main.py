@@ -86,6 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
         "manifest, ELF records); fails when one fails, and with --release when one lacks provenance",
     )
     form.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument(
+        "--recipe-only",
+        action="append",
+        default=[],
+        metavar="PLATFORM",
+        help="with --markdown-table: list PLATFORM as a row without a wheel, 'recipe only' (its runtime has no "
+        "adapter yet, so it has no release); repeatable",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="show skipped checks and every detail")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -97,7 +105,7 @@ def run(argv: Sequence[str] | None) -> tuple[int, str]:
     if args.markdown_table:
         if not args.wheel:
             raise UsageError("--markdown-table needs --wheel", "pass the release wheels with --wheel")
-        table, ok = release_table.render(args.wheel, release=args.release)
+        table, ok = release_table.render(args.wheel, release=args.release, recipe_only=args.recipe_only)
         return (EXIT_OK if ok else EXIT_CHECK_FAILED), table
     opts = Options(
         platform=args.platform,

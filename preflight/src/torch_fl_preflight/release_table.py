@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 
 from torch_fl_preflight import wheel_checks
 from torch_fl_preflight.checker import Options, check_wheel, read_wheel_manifest
@@ -25,6 +26,7 @@ COLUMNS = (
     "check",
 )
 MISSING = "—"
+RECIPE_ONLY = "recipe only"
 
 
 def _sha256(path: str) -> str:
@@ -43,14 +45,17 @@ def _size(n: int) -> str:
     raise AssertionError
 
 
-def render(wheels: list[str], *, release: bool) -> tuple[str, bool]:
+def render(wheels: list[str], *, release: bool, recipe_only: Sequence[str] = ()) -> tuple[str, bool]:
     """(markdown, ok).
+
+    ``recipe_only``: platforms that have a recipe but no runtime adapter, hence no wheel; each is a row
+    of its own whose check column says so (the release's table lists every platform, built or not).
 
     Each wheel is first checked alone, as ``--wheel`` checks it without a target (identity, RECORD,
     manifest, ELF records): a table of releases must not list a wheel whose bytes are not the ones
     its manifest describes. ok is False when a check fails, and with ``release`` when a wheel lacks
     the provenance a release needs; the ``check`` column names the failed checks of each row."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     problems: list[str] = []
     failures: list[str] = []
     for path in wheels:
@@ -85,6 +90,7 @@ def render(wheels: list[str], *, release: bool) -> tuple[str, bool]:
                 "FAIL " + ", ".join(dict.fromkeys(f.id for f in failed)) if failed else "ok",
             )
         )
+    rows += [(name, *([MISSING] * (len(COLUMNS) - 2)), RECIPE_ONLY) for name in recipe_only]
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     if failures:
