@@ -203,8 +203,8 @@ def bundle(config: Config, built: BuiltWheel, stage_root: Path, patcher: ElfPatc
             existing = current.runpath or current.rpath
             # CMake already gives the plugin the recipe's RPATH (cmake_config): then nothing changes.  A
             # plugin built elsewhere (--from-wheel) gets the recipe's entries in front of its own.
-            wanted = list(dict.fromkeys([*spec.plugin_rpath, *existing]))
-            _set_rpath_if_needed(patcher, stage_root / rel, current, wanted)
+            plugin_rpath = list(dict.fromkeys([*spec.plugin_rpath, *existing]))
+            _set_rpath_if_needed(patcher, stage_root / rel, current, plugin_rpath)
 
     progress("setting RPATHs")
     patcher.apply(on_file=lambda p: progress(f"patched {p.name}"))

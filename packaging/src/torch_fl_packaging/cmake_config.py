@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         recipe = load_recipe(args.platform, args.source / "bundlers")
     except RecipeError as exc:
-        print(f"FLAGOS_PLATFORM={args.platform}: {exc.line()}", file=sys.stderr)
+        sys.stderr.write(f"FLAGOS_PLATFORM={args.platform}: {exc.line()}\n")
         return 2
     text = render(recipe)
     # Rewritten only when it changes, so that an unchanged recipe leaves CMake's outputs up to date.

@@ -4,7 +4,8 @@ The recipes are the single source of platform facts.  This module reads them wit
 the standard library only (``tomllib``; ``tomli`` on Python 3.10), plus preflight's
 bundle-kind policy table (``torch_fl_preflight.kinds``, standard library only too),
 because the PEP 517 metadata provider (``build_metadata``) and CMake
-(``cmake_config``) import it inside the build backend.  Every field has a docstring in ``field(metadata=...)``; unknown keys are
+(``cmake_config``) import it inside the build backend.  Every field has a
+docstring in ``field(metadata=...)``; unknown keys are
 errors with a "did you mean".
 
 The model and its loader are one thing, kept in one file.
@@ -486,7 +487,8 @@ def load_recipe(platform: str, bundlers_dir: Path) -> Recipe:
 def reference_markdown() -> str:
     """The recipe keys and their meaning, as a Markdown table (rendered into packaging/README.md)."""
     sections: list[tuple[Any, str]] = [
-        (Recipe, ""), (DeviceSpec, "[device] "), (WheelSpec, "[wheel] "), (CiSpec, "[ci] "), (SdkSpec, "[sdk] "), (BundleSpec, "[bundle] "),
+        (Recipe, ""), (DeviceSpec, "[device] "), (WheelSpec, "[wheel] "), (CiSpec, "[ci] "), (SdkSpec, "[sdk] "),
+        (BundleSpec, "[bundle] "),
         (RuntimeDirectory, "[[runtime]] "), (RepairSpec, "[repair] "), (VendorTorchSpec, "[vendor_torch] "),
         (ExtraSpec, "[[extras]] "),
     ]
