@@ -39,7 +39,9 @@ class State:
 
 
 def _differs(first: dict[str, Any], later: dict[str, Any]) -> list[str]:
-    return evidence.matches({"environment": first}, later)
+    """``flag_gems 5.0.1 (not 5.0.2)``: the facts in which ``later`` differs from ``first``."""
+    return [f"{key} {later.get(key)!s} (not {first.get(key)!s})" for key in evidence.MATCHED
+            if first.get(key) != later.get(key)]
 
 
 def read(path: Path) -> State:
@@ -88,7 +90,8 @@ def read_many(paths: list[Path]) -> State:
         if merged.runs:
             differs = _differs(merged.runs[0]["environment"], state.runs[0]["environment"])
             if differs:
-                raise StateError(f"{path} was measured elsewhere than {paths[0]}: {', '.join(differs)}")
+                raise StateError(f"{path} was measured elsewhere than {paths[0]}: {', '.join(differs)}; merge only "
+                                 "shards of one calibration")
         merged.runs.extend(state.runs)
         merged.results.update(state.results)
         merged.unfinished |= state.unfinished
