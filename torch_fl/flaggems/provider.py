@@ -16,10 +16,14 @@ with the reason, and the operators fall back to the platform's kernel-device pro
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
+
+import torch
 
 from torch_fl import _C, _build_config
 from torch_fl.flaggems.kernels import FlagGemsWarning, KernelSet
 from torch_fl.flaggems.op_table import FlagGemsTable, FlagGemsUnavailable, load
+from torch_fl.flaggems.size_rules import SizeRule
 
 __all__ = ["fallback_provider", "install", "kernel_device_type", "status", "table"]
 
