@@ -8,6 +8,8 @@
 // engine (runtime::default_generator_engine): random ops replay with fresh offsets.
 #include "python/Graphs.h"
 
+#include <utility>
+
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <torch/csrc/utils/pybind.h>
@@ -43,9 +45,8 @@ void add_graph_capture(PyObject* module) {
               TORCH_CHECK(mode == "global", "unknown capture_error_mode '", mode,
                           "'; use 'global', 'thread_local' or 'relaxed'");
             }
-            auto id = graph.pool();  // the id type of this torch release
-            id.first = 0;
-            id.second = 0;
+            // The pool id type of this torch release (pool() itself may only be asked after a capture).
+            decltype(std::declval<at::cuda::CUDAGraph&>().pool()) id{};
             if (pool.has_value()) {
               id.first = (*pool)[0].cast<decltype(id.first)>();
               id.second = (*pool)[1].cast<decltype(id.second)>();
