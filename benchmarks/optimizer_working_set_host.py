@@ -3,7 +3,7 @@
 AdamW visits four lists of a model's tensors (parameters, gradients, two states) with one foreach
 op each, several times a step: 4 x 144 tensors for a 12-layer encoder.  Each flagos tensor of such a
 list reaches the kernel as a kernel view, which each thread keeps for the next call while it still
-matches its tensor (csrc/aten/KernelView.cpp); a view that no longer fits the thread's table is
+matches its tensor (csrc/aten/views/KernelView.cpp); a view that no longer fits the thread's table is
 rebuilt on every visit.  Here `torch._foreach_add_` runs over each of four lists of `--tensors`
 8-element tensors, on one thread, CPU and flagos taking turns repeat by repeat; reported: the best
 time per tensor of each and flagos's extra time per tensor.

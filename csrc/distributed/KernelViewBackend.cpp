@@ -1,7 +1,7 @@
 #include "distributed/KernelViewBackend.h"
 
 #include "distributed/KernelViewWork.h"
-#include "aten/KernelView.h"
+#include "aten/views/KernelView.h"
 
 namespace torch_fl::distributed {
 

@@ -3,7 +3,7 @@
 #include <c10/core/Storage.h>
 #include <c10/util/Exception.h>
 
-#include "aten/KernelView.h"
+#include "aten/views/KernelView.h"
 
 namespace torch_fl::distributed {
 

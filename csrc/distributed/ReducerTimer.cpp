@@ -9,7 +9,7 @@
 // platform, whose device work is done when the call returns.
 #include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
-#include "aten/KernelView.h"
+#include "aten/views/KernelView.h"
 #include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::distributed {

@@ -16,10 +16,10 @@
 #include <torch/csrc/utils/python_numbers.h>
 #include <torch/csrc/utils/python_strings.h>
 
-#include "aten/KernelDeviceRoutes.h"
-#include "aten/KernelView.h"
-#include "aten/NativeOps.h"
-#include "aten/Routing.h"
+#include "aten/routing/KernelDeviceRoutes.h"
+#include "aten/views/KernelView.h"
+#include "aten/kernels/NativeOps.h"
+#include "aten/routing/Routing.h"
 #include "distributed/Python.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"

@@ -3,7 +3,7 @@
 PyTorch's CUDA kernels of operators with the default ``device_check`` refuse a CPU tensor among their positional
 and out= tensors (the wrapper torchgen generates); operators marked ``NoCheck`` decide themselves, and
 TensorIterator's take CPU scalars.  The host platform runs CPU kernels, which would take anything on the CPU, so
-it applies CUDA's rule itself (csrc/aten/SameDeviceCheck.cpp, table from torch's native_functions.yaml).
+it applies CUDA's rule itself (csrc/aten/device_check/SameDeviceCheck.cpp, table from torch's native_functions.yaml).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-GENERATOR = Path(__file__).resolve().parents[2] / "csrc" / "aten" / "generate_same_device_ops.py"
+GENERATOR = Path(__file__).resolve().parents[2] / "csrc" / "aten" / "device_check" / "generate_same_device_ops.py"
 SAME_DEVICE = "Expected all tensors to be on the same device"
 
 

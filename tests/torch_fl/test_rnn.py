@@ -1,7 +1,7 @@
 """Recurrent layers on flagos against the CPU: nn.LSTM, nn.GRU and their cells, outputs and every gradient.
 
 PyTorch runs LSTM and GRU cells through a fused kernel on every device but the CPU; on the host platform
-flagos has its own (csrc/aten/HostRnnCells.cpp), which these tests hold to the CPU's unfused cells."""
+flagos has its own (csrc/aten/kernels/HostRnnCells.cpp), which these tests hold to the CPU's unfused cells."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def table() -> FlagGemsTable:
 
 def _functional_twin(op: str, candidate: str) -> bool:
     """Whether ``candidate`` (``mm.default``) is the functional overload of out= variant ``op`` (``mm.out``): the
-    C++ routing lets an entry for the one route the other (csrc/aten/Routing.cpp, ``is_functional_twin``)."""
+    C++ routing lets an entry for the one route the other (csrc/aten/routing/Routing.cpp, ``is_functional_twin``)."""
     name, _, overload = op.partition(".")
     other_name, _, other_overload = candidate.partition(".")
     if name != other_name or overload == other_overload:

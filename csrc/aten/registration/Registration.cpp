@@ -5,9 +5,9 @@
 // policy (AutocastPolicy.cpp).
 #include <torch/library.h>
 
-#include "aten/NativeOps.h"
-#include "aten/OverrideableOps.h"
-#include "aten/RoutedFallback.h"
+#include "aten/kernels/NativeOps.h"
+#include "aten/kernels/OverrideableOps.h"
+#include "aten/routing/RoutedFallback.h"
 
 namespace torch_fl::aten {
 

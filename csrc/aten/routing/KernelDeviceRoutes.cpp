@@ -2,15 +2,15 @@
 // It runs when the plugin initialises rather than as a static registration: the
 // set of operators is read from the dispatcher, which must by then hold every
 // aten kernel.
-#include "aten/KernelDeviceRoutes.h"
+#include "aten/routing/KernelDeviceRoutes.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_to_copy_ops.h>
 #include <torch/library.h>
 
-#include "aten/KernelView.h"
-#include "aten/RoutedFallback.h"
-#include "aten/Routing.h"
+#include "aten/views/KernelView.h"
+#include "aten/routing/RoutedFallback.h"
+#include "aten/routing/Routing.h"
 #include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::aten {

@@ -1,4 +1,4 @@
-#include "aten/RoutedFallback.h"
+#include "aten/routing/RoutedFallback.h"
 
 #include <cstdio>
 #include <memory>
@@ -10,10 +10,10 @@
 #include <ATen/Context.h>
 #include <ATen/native/CPUFallback.h>
 
-#include "aten/KernelViews.h"
-#include "aten/KernelView.h"
-#include "aten/Routing.h"
-#include "aten/SameDeviceCheck.h"
+#include "aten/views/CallViews.h"
+#include "aten/views/KernelView.h"
+#include "aten/routing/Routing.h"
+#include "aten/device_check/SameDeviceCheck.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosGenerator.h"
 
@@ -171,7 +171,7 @@ void run_on_kernel_device(const c10::OperatorHandle& op, torch::jit::Stack* stac
   // generated CUDA wrappers guard the device of their (kernel view) operands
   // themselves; a second guard costs a noticeable share of a small op.
 
-  KernelViews views;
+  CallViews views;
   for (size_t i = 0; i < arguments.size(); ++i) {
     auto& v = (*stack)[first + i];
     const bool written = plan.written[i];

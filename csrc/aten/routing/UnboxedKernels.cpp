@@ -83,11 +83,11 @@
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/zero_ops.h>
 
-#include "aten/RoutedFallback.h"
-#include "aten/KernelViews.h"
-#include "aten/KernelView.h"
-#include "aten/Routing.h"
-#include "aten/SameDeviceCheck.h"
+#include "aten/routing/RoutedFallback.h"
+#include "aten/views/CallViews.h"
+#include "aten/views/KernelView.h"
+#include "aten/routing/Routing.h"
+#include "aten/device_check/SameDeviceCheck.h"
 #include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::aten {
@@ -105,14 +105,14 @@ bool runs_on_kernel_device(const c10::OperatorHandle& op, RouteSlot& slot) {
 // How one argument reaches the kernel: tensors as kernel views, the rest as given.
 template <class A>
 struct KernelArgument {
-  KernelArgument(KernelViews& /*views*/, A value) : value(std::forward<A>(value)) {}
+  KernelArgument(CallViews& /*views*/, A value) : value(std::forward<A>(value)) {}
   A value;
   A get() { return std::forward<A>(value); }
 };
 
 template <>
 struct KernelArgument<const at::Tensor&> {
-  KernelArgument(KernelViews& views, const at::Tensor& t) : tensor(is_flagos(t) ? views.add(t, false) : t) {}
+  KernelArgument(CallViews& views, const at::Tensor& t) : tensor(is_flagos(t) ? views.add(t, false) : t) {}
   at::Tensor tensor;
   const at::Tensor& get() { return tensor; }
 };
@@ -120,7 +120,7 @@ struct KernelArgument<const at::Tensor&> {
 // In-place self: written, and the flagos tensor is what the operator returns.
 template <>
 struct KernelArgument<at::Tensor&> {
-  KernelArgument(KernelViews& views, at::Tensor& t) : original(t), tensor(is_flagos(t) ? views.add(t, true) : t) {}
+  KernelArgument(CallViews& views, at::Tensor& t) : original(t), tensor(is_flagos(t) ? views.add(t, true) : t) {}
   at::Tensor& original;
   at::Tensor tensor;
   at::Tensor& get() { return tensor; }
@@ -128,7 +128,7 @@ struct KernelArgument<at::Tensor&> {
 
 template <>
 struct KernelArgument<const std::optional<at::Tensor>&> {
-  KernelArgument(KernelViews& views, const std::optional<at::Tensor>& t)
+  KernelArgument(CallViews& views, const std::optional<at::Tensor>& t)
       : tensor(t.has_value() && is_flagos(*t) ? std::optional<at::Tensor>(views.add(*t, false)) : t) {}
   std::optional<at::Tensor> tensor;
   const std::optional<at::Tensor>& get() { return tensor; }
@@ -138,7 +138,7 @@ struct KernelArgument<const std::optional<at::Tensor>&> {
 // its tensors' geometry, so nothing needs carrying back.
 template <>
 struct KernelArgument<at::TensorList> {
-  KernelArgument(KernelViews& views, at::TensorList list) {
+  KernelArgument(CallViews& views, at::TensorList list) {
     tensors.reserve(list.size());
     for (const at::Tensor& t : list) tensors.push_back(is_flagos(t) ? views.add(t, false) : t);
   }
@@ -148,7 +148,7 @@ struct KernelArgument<at::TensorList> {
 
 template <>
 struct KernelArgument<const at::ITensorListRef&> {
-  KernelArgument(KernelViews& views, const at::ITensorListRef& list) {
+  KernelArgument(CallViews& views, const at::ITensorListRef& list) {
     tensors.reserve(list.size());
     for (const at::Tensor& t : list) tensors.push_back(is_flagos(t) ? views.add(t, false) : t);
   }
@@ -164,14 +164,14 @@ struct KernelResult;
 // Results are consumed: one that nothing else holds becomes the flagos tensor in place.
 template <>
 struct KernelResult<at::Tensor> {
-  static at::Tensor back(KernelViews& views, at::Tensor&& result, c10::Device device) {
+  static at::Tensor back(CallViews& views, at::Tensor&& result, c10::Device device) {
     return views.to_flagos(std::move(result), device);
   }
 };
 
 template <>
 struct KernelResult<std::vector<at::Tensor>> {
-  static std::vector<at::Tensor> back(KernelViews& views, std::vector<at::Tensor>&& results, c10::Device device) {
+  static std::vector<at::Tensor> back(CallViews& views, std::vector<at::Tensor>&& results, c10::Device device) {
     for (at::Tensor& r : results) r = views.to_flagos(std::move(r), device);
     return std::move(results);
   }
@@ -179,7 +179,7 @@ struct KernelResult<std::vector<at::Tensor>> {
 
 template <class... T>
 struct KernelResult<std::tuple<T...>> {
-  static std::tuple<T...> back(KernelViews& views, std::tuple<T...>&& results, c10::Device device) {
+  static std::tuple<T...> back(CallViews& views, std::tuple<T...>&& results, c10::Device device) {
     return std::apply(
         [&](auto&... r) { return std::tuple<T...>(KernelResult<T>::back(views, std::move(r), device)...); }, results);
   }
@@ -214,7 +214,7 @@ struct Unboxed<Op, R(A...)> {
       SameDeviceChecker checker(*same_device);
       (checker.next(std::as_const(args)), ...);
     }
-    KernelViews views;
+    CallViews views;
     // Braced initialisation: the arguments convert left to right.
     std::tuple<KernelArgument<A>...> kernel_args{KernelArgument<A>(views, std::forward<A>(args))...};
     const auto run = [](auto&... a) -> decltype(auto) { return Op::redispatch(kernel_dispatch_keys(), a.get()...); };

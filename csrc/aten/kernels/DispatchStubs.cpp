@@ -10,7 +10,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/version.h>
 
-#include "aten/KernelView.h"
+#include "aten/views/KernelView.h"
 #include "runtime/DeviceRuntime.h"
 
 namespace torch_fl::aten {

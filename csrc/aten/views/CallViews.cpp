@@ -1,20 +1,20 @@
-#include "aten/KernelViews.h"
+#include "aten/views/CallViews.h"
 
 #include <ATen/ATen.h>
 
-#include "aten/KernelView.h"
+#include "aten/views/KernelView.h"
 
 namespace torch_fl::aten {
 
-at::Tensor KernelViews::add(const at::Tensor& t, bool written) {
+at::Tensor CallViews::add(const at::Tensor& t, bool written) {
   return add_entry(c10::MaybeOwned<at::Tensor>::borrowed(t), written);
 }
 
-at::Tensor KernelViews::add_owned(at::Tensor t, bool written) {
+at::Tensor CallViews::add_owned(at::Tensor t, bool written) {
   return add_entry(c10::MaybeOwned<at::Tensor>::owned(std::move(t)), written);
 }
 
-at::Tensor KernelViews::add_entry(c10::MaybeOwned<at::Tensor> t, bool written) {
+at::Tensor CallViews::add_entry(c10::MaybeOwned<at::Tensor> t, bool written) {
   // PyTorch's kernels would reject operands on two CUDA devices; the host
   // views all look like CPU tensors, so the check is made here.
   TORCH_CHECK(entries_.empty() || entries_.front().flagos->device() == t->device(),
@@ -39,7 +39,7 @@ at::Tensor KernelViews::add_entry(c10::MaybeOwned<at::Tensor> t, bool written) {
   return view;
 }
 
-void KernelViews::sync_written() {
+void CallViews::sync_written() {
   for (const Entry& e : entries_) {
     if (!e.written) continue;
     // A view the kernel gave memory of its own (an out= argument it resized)
@@ -50,7 +50,7 @@ void KernelViews::sync_written() {
   }
 }
 
-at::Tensor KernelViews::to_flagos(at::Tensor result, c10::Device device) {
+at::Tensor CallViews::to_flagos(at::Tensor result, c10::Device device) {
   if (!result.defined() || is_flagos(result)) return result;
   // Not strided: no storage to match; from_kernel_result says so in one line.
   if (result.layout() != c10::kStrided) return from_kernel_result(std::move(result), device);
@@ -61,7 +61,7 @@ at::Tensor KernelViews::to_flagos(at::Tensor result, c10::Device device) {
   return alias_of_kernel_result(std::move(result), e.flagos->storage());
 }
 
-std::optional<size_t> KernelViews::find(const at::Tensor& result) {
+std::optional<size_t> CallViews::find(const at::Tensor& result) {
   const void* impl = result.unsafeGetTensorImpl();
   const void* storage = result.storage().unsafeGetStorageImpl();
   const auto storage_of = [](const Entry& e) { return e.view.storage().unsafeGetStorageImpl(); };

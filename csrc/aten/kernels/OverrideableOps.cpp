@@ -1,8 +1,8 @@
-#include "aten/OverrideableOps.h"
+#include "aten/kernels/OverrideableOps.h"
 
 #include <ATen/ATen.h>
 
-#include "aten/KernelView.h"
+#include "aten/views/KernelView.h"
 #include <c10/core/DeviceGuard.h>
 
 namespace torch_fl::aten {

@@ -1,4 +1,4 @@
-#include "aten/KernelView.h"
+#include "aten/views/KernelView.h"
 
 #include <array>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <ATen/EmptyTensor.h>
 #include <c10/core/InferenceMode.h>
 
-#include "aten/NativeOps.h"
+#include "aten/kernels/NativeOps.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
 

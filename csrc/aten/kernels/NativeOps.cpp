@@ -1,4 +1,4 @@
-#include "aten/NativeOps.h"
+#include "aten/kernels/NativeOps.h"
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
@@ -15,7 +15,7 @@
 #include <sstream>
 #include <string>
 
-#include "aten/KernelView.h"
+#include "aten/views/KernelView.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
 

@@ -1,4 +1,4 @@
-#include "aten/SameDeviceCheck.h"
+#include "aten/device_check/SameDeviceCheck.h"
 
 #include <memory>
 #include <mutex>
@@ -7,7 +7,7 @@
 
 #include <ATen/core/op_registration/adaption.h>
 
-#include "aten/Routing.h"
+#include "aten/routing/Routing.h"
 
 namespace torch_fl::aten {
 
@@ -31,7 +31,7 @@ bool is_tensor_like(const c10::Argument& argument) {
 
 const std::unordered_set<std::string>& checked_operators() {
   static const std::unordered_set<std::string> names = {
-#include "aten/generated/SameDeviceOps.inc"
+#include "aten/device_check/generated/SameDeviceOps.inc"
   };
   return names;
 }

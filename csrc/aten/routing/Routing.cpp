@@ -1,4 +1,4 @@
-#include "aten/Routing.h"
+#include "aten/routing/Routing.h"
 
 #include <atomic>
 #include <mutex>

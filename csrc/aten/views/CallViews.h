@@ -13,7 +13,7 @@
 
 namespace torch_fl::aten {
 
-class KernelViews {
+class CallViews {
  public:
   // The kernel view of flagos tensor `t`, remembered so that results can be
   // mapped back; `written`: the schema marks the argument as written to.
