@@ -132,7 +132,8 @@ def test_a_platform_without_kernel_backend_fails_with_the_fix(tmp_path: Path) ->
     # raised while it registers a device module's code generators).
     out = _run("""
         import torch, torch_fl
-        torch_fl._C._platform = lambda: "metax"
+        # A recipe whose [device] compile is "none" (the build config's COMPILE).
+        torch_fl._build_config.PLATFORM, torch_fl._build_config.COMPILE = "metax", "none"
         x = torch.randn(4, device="flagos")
         try:
             torch.compile(lambda t: t.sin() + 1)(x)
