@@ -188,16 +188,44 @@ def _gpu_flaggems(r: Report) -> Lines:
 
 def _gpu_step_profile(r: Report) -> Lines:
     phases = r["phases_ms"]
-    rows = [[phase, phases["native"][phase], phases["flagos"][phase]] for phase in phases["native"]]
-    rows.append(["operator calls", r["calls"]["native"], r["calls"]["flagos"]])
-    rows.append(["operators' self CPU time (ms)", _n(r["self_us"]["native"] / 1000, 1),
-                 _n(r["self_us"]["flagos"] / 1000, 1)])
+    rows: list[list[Any]] = [[f"{phase} (ms)", phases["native"][phase], phases["flagos"][phase]]
+                             for phase in phases["native"]]
+    rows.append(["operator and runtime events", r["host"]["native"]["calls"], r["host"]["flagos"]["calls"]])
+    rows.append(["their self CPU time (ms)", _n(r["host"]["native"]["self_us"] / 1000, 1),
+                 _n(r["host"]["flagos"]["self_us"] / 1000, 1)])
+    rows.append(["device kernels", r["device"]["native"]["calls"], r["device"]["flagos"]["calls"]])
+    rows.append(["their device time (ms)", _n(r["device"]["native"]["self_us"] / 1000, 1),
+                 _n(r["device"]["flagos"]["self_us"] / 1000, 1)])
+    runtime = [[c["name"], c["native_calls"], c["flagos_calls"]] for c in r.get("runtime_calls", [])]
     top = r.get("by_extra_self_time", [])[:8]
-    return [*_table(["per step", "native", "flagos"], rows), "",
-            "The operators with the most extra self time on flagos:", "",
+    return [f"Batch {r.get('batch')} × {r.get('seq')} tokens; one profiled step, the fastest of the rounds.", "",
+            *_table(["per step", "native", "flagos"], rows), "",
+            "CUDA runtime and driver API calls in one step:", "",
+            *_table(["function", "native calls", "flagos calls"], runtime), "",
+            "The operators with the most extra self time on flagos (under the profiler):", "",
             *_table(["op", "calls", "native µs", "flagos µs", "extra µs"],
-                    [[t["op"], t["flagos"]["calls"], t["native"]["self_us"], t["flagos"]["self_us"], t["extra_us"]]
+                    [[t["name"], t["flagos"]["calls"], t["native"]["self_us"], t["flagos"]["self_us"], t["extra_us"]]
                      for t in top])]
+
+
+def _gpu_decode(r: Report) -> Lines:
+    rows = []
+    for mode, m in r["modes"].items():
+        if "error" in m:
+            rows.append([mode, "—", "—", "—", m["error"][:80]])
+        else:
+            rows.append([mode, m["native"]["tokens_per_s"], m["flagos"]["tokens_per_s"], _n(m["ratio"], 3),
+                         f"tokens alike {m['tokens_alike']}"])
+    return [f"{r['model']}, batch 1, {r['prompt_tokens']} prompt tokens, {r['new_tokens']} new tokens; median of "
+            "alternating runs.", "",
+            *_table(["mode", "native tokens/s", "flagos tokens/s", "ratio (median of pairs)", "note"], rows), "",
+            *_goals(r.get("goals", {}))]
+
+
+def _gpu_op_host_cost(r: Report) -> Lines:
+    rows = [[o["op"], o["native_us"], o["flagos_us"], o["extra_us"], _n(o["ratio"], 3)] for o in r["ops"]]
+    return [f"{r['number']} calls per timing, median of the repeats; largest extra first.", "",
+            *_table(["op", "native µs", "flagos µs", "extra µs", "ratio"], rows)]
 
 
 def _opinfo_cuda(r: Report) -> Lines:
@@ -260,6 +288,10 @@ ENTRIES: dict[str, Entry] = {
                           f"python benchmarks/gpu_flaggems.py --out result.json {_GPU}", _gpu_flaggems),
     "gpu_step_profile": Entry("Where a training step's host time goes",
                               f"python benchmarks/gpu_step_profile.py --out result.json {_GPU}", _gpu_step_profile),
+    "gpu_decode": Entry("Batch-1 greedy decoding of a Llama, eager and graph-captured",
+                        f"python benchmarks/gpu_decode.py --runs 7 --out result.json {_GPU}", _gpu_decode),
+    "gpu_op_host_cost": Entry("Host cost per call of decoding's operators",
+                              f"python benchmarks/gpu_op_host_cost.py --out result.json {_GPU}", _gpu_op_host_cost),
     "opinfo_cuda": Entry(
         "OpInfo tier against native CUDA",
         "python tests/opinfo/opinfo_table.py --reference cuda --reference-python PY --out opinfo-cuda.json",
