@@ -30,7 +30,7 @@ def identifiers(platform: str, *options: str) -> subprocess.CompletedProcess[str
 
 
 @pytest.mark.parametrize(
-    ("platform", "expected"), [("host", "cp311-manylinux_x86_64"), ("metax", "cp310-manylinux_x86_64")]
+    ("platform", "expected"), [("host", "cp311-manylinux_x86_64"), ("ppu", "cp310-manylinux_x86_64")]
 )
 def test_build_identifier_is_the_recipes_python(platform: str, expected: str) -> None:
     if shutil.which("python3") is None:
