@@ -4,7 +4,7 @@ The torch_fl wheel installs this module and ``torch_fl_startup.pth`` at the root
 of site-packages; the interpreter's ``site`` module runs the ``.pth`` at start-up
 (also in multiprocessing children and subprocesses), which imports this module.
 It must cost next to nothing there (at most 1 ms on ``python -c pass``:
-``benchmarks/import_cost.py``), so it only puts a finder at the front of
+``benchmarks/packaging/import_cost.py``), so it only puts a finder at the front of
 ``sys.meta_path`` that answers no lookup and does no work until ``torch`` itself
 is looked up.  Then it imports the bootstrap (the ``torch_fl_bootstrap``
 package, installed beside it by the same wheel) and, for the bundle kinds that

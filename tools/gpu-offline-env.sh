@@ -14,7 +14,7 @@
 #                       the wheelhouse); the machine's own torch is never touched nor on the path
 #   preflight           torch-fl-preflight --wheel <wheel> --python <env python> --check-installed --json,
 #                       before anything has imported torch_fl (preflight itself lives in a separate tools venv)
-#   gpu-check           ci/gpu-check.sh --only demo,gpu-suite,bench with that environment's python (pytest from the
+#   gpu-check           tools/gpu-check.sh --only demo,gpu-suite,bench with that environment's python (pytest from the
 #                       wheelhouse, on PYTHONPATH only for the suite, so the environment holds only what the wheel
 #                       needs) and the machine's own CUDA torch as reference interpreter; its results.json is
 #                       OUT/gpu-check/results.json, included in this step's record
@@ -30,7 +30,7 @@
 #   --work DIR            where the payload, Python and environments go (default ${TMPDIR:-/tmp}/torch-fl-gpu-offline)
 #   --machine-nvidia DIR  the machine's own site-packages holding nvidia/ (or that nvidia/ folder itself)
 #   --reference-python R  with a GPU, required: the machine's own Python with a CUDA build of torch, for the native
-#                         results the GPU suite and the benchmarks compare with (ci/gpu-check.sh --reference-python)
+#                         results the GPU suite and the benchmarks compare with (tools/gpu-check.sh --reference-python)
 #   --stop-after STEP     stop after install, tools or preflight (a quick check of the carried files)
 #   --rehearsal           on a machine without a GPU: the GPU check runs with --expect-no-gpu (the demo must not
 #                         crash, the suite must skip, the benchmarks must refuse), and preflight is also run with a synthetic driver
@@ -43,7 +43,7 @@
 # 2 unusable input (one line: the problem, then the fix).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-HELPER="$ROOT/tools/gpu_offline" RECORD="$ROOT/ci/gpu_check_results.py"
+HELPER="$ROOT/tools/gpu_offline" RECORD="$ROOT/tools/gpu_check_results.py"
 HOSTPY=${PYTHON:-python3}
 PIECES="" PAYLOAD="" OUT="" WORK="${TMPDIR:-/tmp}/torch-fl-gpu-offline" MACHINE_NV="" REHEARSAL=0 STOP="" REFERENCE=""
 die() { echo "tools/gpu-offline-env.sh: $1" >&2; exit 2; }
@@ -90,8 +90,8 @@ if [[ $GPU == 1 && -z "$REFERENCE" ]]; then
 fi
 
 RECORD_PY="$HOSTPY"
-# shellcheck source=ci/_step.sh
-source "$ROOT/ci/_step.sh"
+# shellcheck source=tools/_step.sh
+source "$ROOT/tools/_step.sh"
 finish() {
   local extra=()
   [[ $REHEARSAL == 1 ]] && extra=(--no-gpu)
@@ -192,7 +192,7 @@ fi
 
 [[ $STOP == preflight ]] && finish
 
-# --- the demo, the GPU suite, the benchmarks: ci/gpu-check.sh, with the machine's CUDA torch as reference ---
+# --- the demo, the GPU suite, the benchmarks: tools/gpu-check.sh, with the machine's CUDA torch as reference ---
 DEMO="import torch; x = torch.randn(1024, 1024, device='flagos'); print((x @ x).device)"
 check=(--only demo,gpu-suite,bench --python "$MAIN/bin/python" --pytest-path "$PYTEST_SITE" --out "$OUT/gpu-check")
 if [[ $GPU == 1 ]]; then
@@ -200,7 +200,7 @@ if [[ $GPU == 1 ]]; then
 else
   check+=(--expect-no-gpu)
 fi
-step gpu-check ok --json-file "$OUT/gpu-check/results.json" -- clean "$MAIN" "$ROOT/ci/gpu-check.sh" "${check[@]}"
+step gpu-check ok --json-file "$OUT/gpu-check/results.json" -- clean "$MAIN" "$ROOT/tools/gpu-check.sh" "${check[@]}"
 
 # --- the second environment: the machine's own nvidia packages ---------------------------------------
 if [[ -n "$MACHINE_NV" ]]; then

@@ -42,7 +42,7 @@
 #     (a fresh machine), carry from piece 000 again.
 #   * the last call carries the last piece and manifest.json and runs tools/gpu-offline-env.sh, which
 #     reassembles first (every sha256 checked; a bad or missing piece is named: carry that one again) and
-#     then runs ci/gpu-check.sh; results.json and an archive of every log come back.
+#     then runs tools/gpu-check.sh; results.json and an archive of every log come back.
 # The pieces may stay outside the repository behind an ignored link (ln -s /elsewhere build/ci/gpu-offline).
 # Exit codes: 0 ok, 1 a step failed, 2 unusable input (one line: the problem, then the fix).
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""The GPU benchmarks' native-child protocol (benchmarks/_gpu_common.py) with a CPU child: commands
+"""The GPU benchmarks' native-child protocol (benchmarks/device/_gpu_common.py) with a CPU child: commands
 and their arguments over the pipe, flagos never registered there, the two sides taking turns."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO
 
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "benchmarks" / "device"))
 import _gpu_common as common  # noqa: E402
 
 CHILD = '''
@@ -26,7 +26,7 @@ if "--native-child" in sys.argv:
 
 def test_the_child_answers_commands_and_never_registers_flagos(tmp_path: Path) -> None:
     script = tmp_path / "child.py"
-    script.write_text(CHILD.format(benchmarks=str(REPO / "benchmarks")))
+    script.write_text(CHILD.format(benchmarks=str(REPO / "benchmarks" / "device")))
     child = common.NativeChild(sys.executable, str(script))
     try:
         assert child.ask("double", "21") == {"value": 42}

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_first_use.py without a GPU: the order of the sides, the report, the tiny Llama's first
+"""benchmarks/device/gpu_first_use.py without a GPU: the order of the sides, the report, the tiny Llama's first
 `generate` on the host platform, and the one-line refusal where there is no CUDA GPU."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import pytest
 from support.paths import REPO
 
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "benchmarks" / "device"))
 import gpu_first_use as first_use  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def test_first_generate_runs_the_tiny_llama(device: str) -> None:
 
 
 def test_without_a_cuda_gpu_it_says_so_in_one_line_and_exits_2() -> None:
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_first_use.py")], capture_output=True,
-                          text=True, timeout=300, cwd=REPO / "benchmarks", check=False)
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "device" / "gpu_first_use.py")], capture_output=True,
+                          text=True, timeout=300, cwd=REPO / "benchmarks" / "device", check=False)
     assert done.returncode == 2, done.stderr
     assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1 and "GPU" in done.stderr

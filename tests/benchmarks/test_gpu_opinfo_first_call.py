@@ -1,4 +1,4 @@
-"""benchmarks/gpu_opinfo_first_call.py without a GPU: which case stands for each op, one real OpInfo case timed
+"""benchmarks/device/gpu_opinfo_first_call.py without a GPU: which case stands for each op, one real OpInfo case timed
 through tests/opinfo/opinfo_runner.py, the report with run-time-compiled ops apart, and the one-line refusal where
 there is no CUDA GPU."""
 
@@ -13,7 +13,7 @@ from support.paths import REPO
 
 pytest.importorskip("expecttest", reason="PyTorch's OpInfo database needs expecttest (ci/requirements-test.txt)")
 
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "benchmarks" / "device"))
 import gpu_opinfo_first_call as first_call  # noqa: E402
 
 
@@ -73,7 +73,7 @@ def test_report_keeps_compiled_ops_apart_and_drops_differing_outcomes() -> None:
 
 
 def test_without_a_cuda_gpu_it_says_so_in_one_line_and_exits_2() -> None:
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_opinfo_first_call.py")],
-                          capture_output=True, text=True, timeout=300, cwd=REPO / "benchmarks", check=False)
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "device" / "gpu_opinfo_first_call.py")],
+                          capture_output=True, text=True, timeout=300, cwd=REPO / "benchmarks" / "device", check=False)
     assert done.returncode == 2, done.stderr
     assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1 and "GPU" in done.stderr

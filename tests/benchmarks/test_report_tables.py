@@ -18,7 +18,7 @@ SCRIPT = REPO / "benchmarks" / "report_tables.py"
 MATMUL = {"version": 1, "gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "cuda": "13.0", "torch_fl": "cuda",
           "benchmark": "gpu_matmul", "shape": [8, 8, 8], "dtype": "bfloat16", "native": {"ms": 1.5, "tflops": 700.0},
           "flagos": {"ms": 1.5, "tflops": 699.0}, "ratio": 0.999, "goal_min_ratio": 0.99,
-          "command": "python benchmarks/gpu_matmul.py --out m.json", "commit": "0123abc"}
+          "command": "python benchmarks/device/gpu_matmul.py --out m.json", "commit": "0123abc"}
 
 
 def test_the_committed_tables_are_the_generated_ones() -> None:
@@ -60,7 +60,7 @@ def test_unknown_results_are_skipped_and_known_ones_rendered(tmp_path: Path) -> 
     block = report_tables.render_block(results)
     assert block.count("### ") == 1
     assert "| flagos | 1.50 | 699.00 |" in block
-    assert "- command: `python benchmarks/gpu_matmul.py --out m.json`" in block  # the file's own command
+    assert "- command: `python benchmarks/device/gpu_matmul.py --out m.json`" in block  # the file's own command
     assert "- commit: `0123abc`" in block
     # Files that are not a JSON object (a partial write, a list) are no results at all.
     assert {p.name for p in report_tables.skipped(results)} == {"gpu_decode_new.json", "gpu_matmul_runs"}
@@ -77,7 +77,7 @@ def test_a_report_records_its_command_and_commit(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import _report; "
             "_report.emit_json({'benchmark': 'x'}, sys.argv[2])")
-    subprocess.run([sys.executable, "-c", code, str(REPO / "benchmarks"), str(out)], check=True,
+    subprocess.run([sys.executable, "-c", code, str(REPO / "benchmarks" / "device"), str(out)], check=True,
                    capture_output=True)
     report = json.loads(out.read_text())
     assert report["command"].startswith("python ")

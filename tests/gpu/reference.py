@@ -11,7 +11,7 @@ That native side never runs in the test process:
 
 So it runs in another interpreter whose torch is a CUDA build and where flagos is never
 registered (backend autoload and torch_fl's startup hook off).  Which interpreter:
-``FLAGOS_TEST_REFERENCE_PYTHON`` (``ci/gpu-check.sh --reference-python`` sets it), else this
+``FLAGOS_TEST_REFERENCE_PYTHON`` (``tools/gpu-check.sh --reference-python`` sets it), else this
 interpreter when its torch is a CUDA build.  Its torch may be another version than the one
 under test (the GPU machine's own CUDA torch beside a stock torch+cpu environment).
 
@@ -51,7 +51,7 @@ CHILD_ENV = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "FLAGOS_NO_STARTUP_HOOK": "1"
 
 def child_env() -> dict[str, str]:
     """This process's environment for the reference interpreter, without PYTHONPATH: that names packages of the
-    checked environment (another Python, perhaps another version; ci/gpu-check.sh --pytest-path), which would
+    checked environment (another Python, perhaps another version; tools/gpu-check.sh --pytest-path), which would
     shadow the reference interpreter's own (numpy built for 3.11 in a 3.12 interpreter)."""
     return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **CHILD_ENV}
 
@@ -93,7 +93,7 @@ def interpreter() -> str:
 
     if torch.version.cuda is None:
         raise Unavailable(f"this torch ({torch.__version__}) is not a CUDA build, so native CUDA results need"
-                          f" another interpreter — set {ENV_VAR} (ci/gpu-check.sh --reference-python) to a Python"
+                          f" another interpreter — set {ENV_VAR} (tools/gpu-check.sh --reference-python) to a Python"
                           " with a CUDA build of torch")
     return sys.executable
 

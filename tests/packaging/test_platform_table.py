@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from packaging_support import BUNDLERS
 from torch_fl_packaging import cmake_config
+from support.paths import REPO
 from torch_fl_packaging.recipe import available_platforms, load_recipe
 
-REPO = BUNDLERS.parent
 PLATFORMS = available_platforms(BUNDLERS)
 
 

@@ -1,7 +1,7 @@
 """The offline GPU tooling (tools/gpu-offline-pack.sh, tools/gpu_offline, tools/gpu-offline-env.sh) on small
 synthetic wheels: a real relocatable Python, real pip with --no-index, real pieces and reassembly, a
 corrupted piece refused, wheels rebuilt on the target from what pip installed there.  The GPU steps
-(ci/gpu-check.sh) need the real payload and a GPU; the run here stops before them (--stop-after install).
+(tools/gpu-check.sh) need the real payload and a GPU; the run here stops before them (--stop-after install).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ machine's own python3 when reassembling, before the carried Python exists there.
 
 One module per job: pieces.py (split, reassemble), installed_wheels.py (omit-installed, rebuild),
 python_copy.py (pack-python, unpack), carry_calls.py, driver_stub.py.  Steps are recorded in
-results.json by ci/gpu_check_results.py, the GPU check's own recorder.
+results.json by tools/gpu_check_results.py, the GPU check's own recorder.
 Exit codes: 0 ok, 1 a check failed, 2 unusable input (one line: the problem, then the fix).
 """
 

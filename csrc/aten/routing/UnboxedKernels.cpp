@@ -249,7 +249,7 @@ void unboxed(torch::Library& library) {
 
 }  // namespace
 
-// The list comes from profiling a transformer training step (benchmarks/gpu_step_profile.py)
+// The list comes from profiling a transformer training step (benchmarks/device/gpu_step_profile.py)
 // plus the usual companions of those operators (other activations, softmax and
 // cross-entropy, embeddings, the optimizers' foreach updates).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -230,7 +230,7 @@ at::Tensor flagos_tensor_like(const at::Tensor& result, c10::Storage storage, in
 // Dense CPU tensor `cpu` copied to flagos device `device` with its sizes and
 // strides: one allocation and one block copy, made here rather than through
 // the dispatcher's empty_strided and copy_, which cost more than the copy of a
-// small result (benchmarks/dispatch_overhead.py).
+// small result (benchmarks/device/dispatch_overhead.py).
 at::Tensor dense_to_device(at::Tensor cpu, c10::Device device) {
   const size_t nbytes = static_cast<size_t>(cpu.numel()) * cpu.itemsize();
   const auto index = device.has_index() ? device.index() : runtime::current_device();

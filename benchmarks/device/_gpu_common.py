@@ -28,7 +28,7 @@ from _report import emit_json
 
 # The native child's environment is the GPU suite's reference interpreter's (tests/gpu/reference.py):
 # flagos never registered there, and no PYTHONPATH of the checked environment's.
-sys.path.append(str(Path(__file__).resolve().parents[1] / "tests" / "gpu"))
+sys.path.append(str(Path(__file__).resolve().parents[2] / "tests" / "gpu"))
 from reference import child_env  # noqa: E402
 
 

@@ -6,7 +6,7 @@ measures that check alone for typical argument lists, and a whole provider kerne
 with and without a rule (its function is the kernel device's own op, so the difference is the rule's cost).
 Goal: <= 0.5 us per call.  Runs on the host platform (no FlagGems needed).
 
-    python benchmarks/flaggems_size_rule.py [--out result.json]
+    python benchmarks/device/flaggems_size_rule.py [--out result.json]
 """
 
 from __future__ import annotations

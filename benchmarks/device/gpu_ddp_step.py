@@ -6,7 +6,7 @@ with SGD: forward, backward with DDP's bucketed all-reduce, step.  The native si
 interpreter (``_gpu_common.py`` says why); the two take turns step by step, which goes first alternating.
 Reported: median step times and the median of the per-pair throughput ratios native/flagos (goal >= 0.95).
 
-    python benchmarks/gpu_ddp_step.py [--out gpu_ddp_step.json] [--steps 50] [--width 2048] [--reference-python PY]
+    python benchmarks/device/gpu_ddp_step.py [--out gpu_ddp_step.json] [--steps 50] [--width 2048] [--reference-python PY]
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# ci/gpu-check.sh --out DIR [options]: on a machine with an NVIDIA GPU, prove torch_fl's cuda platform in
+# tools/gpu-check.sh --out DIR [options]: on a machine with an NVIDIA GPU, prove torch_fl's cuda platform in
 # one Python environment and write OUT/results.json (one record per step; logs and reports beside it).
 # Both ways of running the cuda platform go through it:
 #
 #   * the cuda-assets wheel installed beside stock torch+cpu:
-#       ci/gpu-check.sh --python ENV/bin/python --wheel torch_fl-X+cuda*.whl --reference-python /usr/bin/python3 --out OUT
+#       tools/gpu-check.sh --python ENV/bin/python --wheel torch_fl-X+cuda*.whl --reference-python /usr/bin/python3 --out OUT
 #     (stock torch+cpu has no CUDA backend of its own: the native references come from another
 #     interpreter whose torch is a CUDA build, for example the machine's own)
 #   * torch_fl built against the machine's CUDA build of torch (nothing bundled):
-#       ci/gpu-check.sh --build --python python3 --out OUT
+#       tools/gpu-check.sh --build --python python3 --out OUT
 #
 # Steps, in order (each recorded; a failed step does not stop the later ones):
 #   build       with --build: pip install this checkout into PY, FLAGOS_PLATFORM=cuda (no index, no isolation)
@@ -43,10 +43,10 @@
 # Exit codes: 0 every step as expected, 1 a step was not, 2 unusable input (one line: the problem, then the fix).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-RECORD="$ROOT/ci/gpu_check_results.py"
+RECORD="$ROOT/tools/gpu_check_results.py"
 PY=${PYTHON:-python3} REF="" WHEEL="" PREFLIGHT="" PYTEST_PATH="" OUT="" BUILD=0 NO_GPU=0
 ONLY="build,preflight,demo,gpu-suite,bench" BENCHMARKS="" OPINFO_SHARDS=4
-die() { echo "ci/gpu-check.sh: $1" >&2; exit 2; }
+die() { echo "tools/gpu-check.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --python) PY=${2:?}; shift 2 ;;
@@ -75,7 +75,7 @@ if [[ -z "$BENCHMARKS" ]]; then
 fi
 IFS=, read -ra _benchmarks <<<"$BENCHMARKS"
 for b in "${_benchmarks[@]}"; do
-  [[ -f "$ROOT/benchmarks/$b.py" ]] || die "no benchmark benchmarks/$b.py — name scripts of benchmarks/ in --benchmarks"
+  [[ -f "$ROOT/benchmarks/device/$b.py" ]] || die "no benchmark benchmarks/device/$b.py — name scripts of benchmarks/device/ in --benchmarks"
 done
 for s in "${_steps[@]}"; do
   [[ ",build,preflight,demo,gpu-suite,bench," == *",$s,"* ]] || die "unknown step in --only ($s) — give build,preflight,demo,gpu-suite,bench"
@@ -115,8 +115,8 @@ fi
 { echo "python: $PY (torch $torch_version${cuda:+, CUDA $cuda})"; echo "reference: ${REF:-none}"; } >>"$OUT/gpu.txt"
 
 RECORD_PY="$PY"
-# shellcheck source=ci/_step.sh
-source "$ROOT/ci/_step.sh"
+# shellcheck source=tools/_step.sh
+source "$ROOT/tools/_step.sh"
 # Every step runs from OUT: no source checkout's unbuilt torch_fl on sys.path.
 cd "$OUT" || die "cannot enter $OUT"
 
@@ -178,7 +178,7 @@ if wants bench; then
   [[ $NO_GPU == 1 ]] && expect=refuse
   for bench in "${_benchmarks[@]}"; do
     step "bench-$bench" "$expect" --json-file "$OUT/$bench.json" -- \
-      "$PY" "$ROOT/benchmarks/$bench.py" --out "$OUT/$bench.json" ${REF:+--reference-python "$REF"}
+      "$PY" "$ROOT/benchmarks/device/$bench.py" --out "$OUT/$bench.json" ${REF:+--reference-python "$REF"}
   done
 fi
 

@@ -10,7 +10,7 @@ time per op goes.  Where this interpreter's torch is a CUDA build, rows named "o
 the op in this process on plain cuda tensors and on flagos's kernel views (against the same native op), which
 splits the difference between loading torch_fl, the kernel views and the flagos layer itself.  A diagnostic for gpu_decode.py and gpu_transformer.py, not a goal of its own.
 
-    python benchmarks/gpu_op_host_cost.py [--out gpu_op_host_cost.json] [--number 2000] [--repeats 7]
+    python benchmarks/device/gpu_op_host_cost.py [--out gpu_op_host_cost.json] [--number 2000] [--repeats 7]
 """
 
 from __future__ import annotations

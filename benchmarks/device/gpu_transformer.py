@@ -13,7 +13,7 @@ The native model lives in the reference interpreter (`--reference-python`, a
 Python with a CUDA build of torch; _gpu_common.py says why), which never registers
 flagos.  The parent asks it for one step at a time over a pipe.
 
-    python benchmarks/gpu_transformer.py [--out gpu_transformer.json] [--steps 30] [--reference-python PY]
+    python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 30] [--reference-python PY]
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ same two cores.  Workloads:
 * a small transformer training step (4 layers, d_model 512, 8 heads, feed-forward 2048, batch 8 x 256,
   bf16 autocast, AdamW): milliseconds per step.
 
-    python benchmarks/gpu_flaggems.py [--out gpu_flaggems.json] [--reference-python PY] [--steps 10]
+    python benchmarks/device/gpu_flaggems.py [--out gpu_flaggems.json] [--reference-python PY] [--steps 10]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Reported per mode: the median tokens/s of each side, the median of the per-pair 
 64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
 >= 2x flagos eager.
 
-    python benchmarks/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager,graph] [--reference-python PY]
+    python benchmarks/device/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager,graph] [--reference-python PY]
 """
 
 from __future__ import annotations

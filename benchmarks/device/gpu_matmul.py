@@ -4,7 +4,7 @@ Median of 10 timed repeats of 10 calls each (CUDA events) after 5 warm-up calls.
 runs here, native cuda in the reference interpreter (`--reference-python`, _gpu_common.py
 says why); the two take turns repeat by repeat.  Goal: flagos >= 0.99 of native.
 
-    python benchmarks/gpu_matmul.py [--out gpu_matmul.json] [--reference-python PY]
+    python benchmarks/device/gpu_matmul.py [--out gpu_matmul.json] [--reference-python PY]
 """
 
 from __future__ import annotations

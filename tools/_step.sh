@@ -1,5 +1,5 @@
-# The step runner of ci/gpu-check.sh and tools/gpu-offline-env.sh (sourced, not run).
-# Needs: OUT (logs), RESULTS (results.json), RECORD (ci/gpu_check_results.py), RECORD_PY (the Python that runs it).
+# The step runner of tools/gpu-check.sh and tools/gpu-offline-env.sh (sourced, not run).
+# Needs: OUT (logs), RESULTS (results.json), RECORD (tools/gpu_check_results.py), RECORD_PY (the Python that runs it).
 #
 # step NAME EXPECT [record options...] -- COMMAND...: runs COMMAND with its output in OUT/NAME.log and
 # records it in RESULTS; returns COMMAND's exit code.

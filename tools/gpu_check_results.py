@@ -1,11 +1,11 @@
-"""results.json of ci/gpu-check.sh (and of tools/gpu-offline-env.sh, which adds its own steps): one
+"""results.json of tools/gpu-check.sh (and of tools/gpu-offline-env.sh, which adds its own steps): one
 record per step (exit code, time, log tail, JSON report, test counts, whether it did what was
 expected), then the verdict.  Standard library only, Python >= 3.8.
 
-    python3 ci/gpu_check_results.py record --results FILE --step NAME --rc N [--seconds S]
+    python3 tools/gpu_check_results.py record --results FILE --step NAME --rc N [--seconds S]
         [--expect ok|fail|skip|clean|refuse|record] [--log FILE] [--json-file FILE] [--junit FILE]
         [--note KEY=VALUE] [--last-line TEXT] [--predicted-by PREFLIGHT_JSON]
-    python3 ci/gpu_check_results.py finish --results FILE [--no-gpu]
+    python3 tools/gpu_check_results.py finish --results FILE [--no-gpu]
 
 Expectations: ok (exit 0; a test run must pass at least one test), fail (a non-zero exit, but no
 crash), skip (exit 0 and every test skipped), clean (any exit but a crash), refuse (exit 2: unusable
@@ -113,7 +113,7 @@ def finish(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="ci/gpu_check_results.py", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="tools/gpu_check_results.py", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("record")
     s.add_argument("--results", required=True)

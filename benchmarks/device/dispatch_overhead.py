@@ -6,7 +6,7 @@ gives the median and the best (timeit's advice for a shared machine: the best
 is the least disturbed) per call, and the ratio flagos/cpu of each.  Goals for
 the zero-copy provider: the median of the ops' ratios <= 1.3, the worst <= 1.5.
 
-    python benchmarks/dispatch_overhead.py [--out result.json]
+    python benchmarks/device/dispatch_overhead.py [--out result.json]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ci/gpu-check.sh and its recorder (ci/gpu_check_results.py) on a machine without a GPU: argument
+"""tools/gpu-check.sh and its recorder (tools/gpu_check_results.py) on a machine without a GPU: argument
 handling, the steps' behaviour there (the demo does not crash, the suite skips, the benchmarks refuse)
 and the verdicts of results.json."""
 
@@ -15,8 +15,8 @@ import pytest
 import torch
 from support.paths import REPO
 
-SCRIPT = REPO / "ci" / "gpu-check.sh"
-RECORD = REPO / "ci" / "gpu_check_results.py"
+SCRIPT = REPO / "tools" / "gpu-check.sh"
+RECORD = REPO / "tools" / "gpu_check_results.py"
 
 
 def check(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -74,7 +74,7 @@ def test_without_a_gpu_every_step_behaves_as_it_must(tmp_path: Path) -> None:
 def test_an_unknown_benchmark_is_refused_before_any_step(tmp_path: Path) -> None:
     done = check("--expect-no-gpu", "--benchmarks", "gpu_matmul,gpu_nothing", "--python", sys.executable,
                  "--out", str(tmp_path))
-    assert done.returncode == 2 and "benchmarks/gpu_nothing.py" in done.stderr
+    assert done.returncode == 2 and "benchmarks/device/gpu_nothing.py" in done.stderr
     assert not (tmp_path / "results.json").exists()
 
 

@@ -11,7 +11,7 @@ peak memory (ru_maxrss) is its own; patchelf's is reported separately (patchelf
 reads each file it rewrites whole; the cuda recipe keeps the CUDA libraries'
 shipped RPATH, so only the small plugin is rewritten).
 
-    python benchmarks/assemble_wheel.py [--cuda-wheel PATH] [--jobs N] [--level 6]
+    python benchmarks/packaging/assemble_wheel.py [--cuda-wheel PATH] [--jobs N] [--level 6]
 
 Prints one JSON document (key "version").  Needs gcc, zip and torch-fl-build's
 environment (torch installed; the packaging distribution importable).
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VERSION = 1
 
 

@@ -6,7 +6,7 @@ alternate between the two (which goes first alternates too), so that both see th
 bucketed all-reduce, SGD) is timed on every rank and the slowest rank's time counts.  The report gives the medians
 and the median of the per-pair ratios flagos/cpu (goal: <= 1.2).
 
-    python benchmarks/ddp_step.py [--world 2] [--steps 60] [--warmup 10] [--out result.json]
+    python benchmarks/device/ddp_step.py [--world 2] [--steps 60] [--warmup 10] [--out result.json]
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def main() -> int:
     flagos_ms, cpu_ms = statistics.median(times["flagos"]) * 1e3, statistics.median(times["cpu"]) * 1e3
     report = {
         "benchmark": "ddp_step",
-        "command": "python benchmarks/ddp_step.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/device/ddp_step.py " + " ".join(sys.argv[1:]),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),

@@ -8,7 +8,7 @@ rebuilt on every visit.  Here `torch._foreach_add_` runs over each of four lists
 8-element tensors, on one thread, CPU and flagos taking turns repeat by repeat; reported: the best
 time per tensor of each and flagos's extra time per tensor.
 
-    python benchmarks/optimizer_working_set_host.py [--out result.json] [--tensors 144]
+    python benchmarks/device/optimizer_working_set_host.py [--out result.json] [--tensors 144]
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ gpu_compiled_transformer.py's step (the model under torch.compile, inductor) on
 both sides instead.  A diagnostic, not a goal: gpu_transformer.py and
 gpu_compiled_transformer.py measure the goals.
 
-    python benchmarks/gpu_step_profile.py [--out gpu_step_profile.json] [--top 40] [--compiled] [--batch 1 --seq 16]
+    python benchmarks/device/gpu_step_profile.py [--out gpu_step_profile.json] [--top 40] [--compiled] [--batch 1 --seq 16]
 """
 
 from __future__ import annotations

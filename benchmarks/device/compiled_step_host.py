@@ -12,7 +12,7 @@ median and best time per step and the ratio flagos/cpu of each.  A diagnostic fo
 the cuda platform's compiled-step gap (gpu_compiled_transformer.py), where the
 same wrapper code runs around Triton kernels.
 
-    python benchmarks/compiled_step_host.py [--out result.json]
+    python benchmarks/device/compiled_step_host.py [--out result.json]
 """
 
 from __future__ import annotations

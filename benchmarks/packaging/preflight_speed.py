@@ -8,7 +8,7 @@ Measures, each in a fresh process (cold start: interpreter start, imports, probe
 Prints one JSON document. Goals: preflight <= 3 s, >= 10x faster than
 auditwheel show, peak memory <= 300 MB.
 
-    python benchmarks/preflight_speed.py [--wheel W] [--python P] [--repeat N] [--skip-auditwheel]
+    python benchmarks/packaging/preflight_speed.py [--wheel W] [--python P] [--repeat N] [--skip-auditwheel]
 
 Without --wheel/--python it builds (once, in ${XDG_CACHE_HOME:-~/.cache}/torch_fl) the stand-in
 cuda-assets wheel and the target environment from the CUDA torch 2.13.0 wheel and its nvidia-*
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 CPU_LOG: list[float] = []

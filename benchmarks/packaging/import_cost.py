@@ -1,6 +1,6 @@
 """What torch_fl's bootstrap costs at import time; one JSON document on stdout.
 
-    python benchmarks/import_cost.py --wheel-dir DIR [--work DIR] [--runs N]
+    python benchmarks/packaging/import_cost.py --wheel-dir DIR [--work DIR] [--runs N]
 
 DIR holds the host and host-forked (STAND-IN) wheels (``torch-fl-build --out``).
 Three fresh environments are made under ``--work`` (reused when present): stock

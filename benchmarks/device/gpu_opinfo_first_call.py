@@ -18,7 +18,7 @@ flagos runs in this interpreter, native cuda in the reference interpreter (`--re
 _gpu_common.py says why), pinned to the same two cores.  Goal: total wall time of the ops
 without run-time compilation <= 1.2x native.
 
-    python benchmarks/gpu_opinfo_first_call.py [--out gpu_opinfo_first_call.json] [--rounds 2]
+    python benchmarks/device/gpu_opinfo_first_call.py [--out gpu_opinfo_first_call.json] [--rounds 2]
         [--reference-python PY] [--limit N] [--top 25]
 """
 
@@ -39,7 +39,7 @@ import torch
 from _gpu_common import child_env, emit, parser, reference_python, require_flagos, share_cores
 from gpu_first_use import initialise, reference_environment
 
-OPINFO_DIR = Path(__file__).resolve().parents[1] / "tests" / "opinfo"
+OPINFO_DIR = Path(__file__).resolve().parents[2] / "tests" / "opinfo"
 SIDES = ("flagos", "native")
 GOAL_MAX_RATIO = 1.2
 PREFERRED_DTYPE = "float32"

@@ -15,7 +15,7 @@ inductor's compile workers on the two pinned cores.  Inductor's and Triton's
 caches start empty in a temporary folder (both sides), so the compile times are
 cold ones; `--warm` keeps the users' caches.
 
-    python benchmarks/gpu_compiled_transformer.py [--out gpu_compiled_transformer.json] [--steps 30]
+    python benchmarks/device/gpu_compiled_transformer.py [--out gpu_compiled_transformer.json] [--steps 30]
         [--reference-python PY] [--warm]
 """
 

@@ -6,7 +6,7 @@ cost.  flagos runs here, native cuda in the reference interpreter (`--reference-
 _gpu_common.py says why), both pinned to the same two cores; the two take turns repeat by
 repeat.  Goal: flagos/native <= 1.1.
 
-    python benchmarks/gpu_small_ops.py [--out gpu_small_ops.json] [--reference-python PY]
+    python benchmarks/device/gpu_small_ops.py [--out gpu_small_ops.json] [--reference-python PY]
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ side warms what every later process finds warm and is not counted.  Reported per
 each side's times and median, the ratio of the medians, and the median per-round ratio for
 each order.  Goal: flagos <= 1.1x native for both workloads.
 
-    python benchmarks/gpu_first_use.py [--out gpu_first_use.json] [--rounds 4] [--reference-python PY]
+    python benchmarks/device/gpu_first_use.py [--out gpu_first_use.json] [--rounds 4] [--reference-python PY]
 """
 
 from __future__ import annotations
