@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from torch_fl_preflight.compatibility import Compatibility
 from torch_fl_preflight.elf_gates import LoaderModel, expand_origin, run_gates, runtime_directories
 from torch_fl_preflight.elf_reader import read_elf_file
 from torch_fl_preflight.host_env import probe_host
@@ -83,10 +84,14 @@ def test_expand_origin() -> None:
 
 
 def test_runtime_directories_rerooted_under_the_sdk_root() -> None:
-    m = {"sdk": {"name": "maca", "root": {"env": "MACA_PATH", "default": "/opt/maca"}},
-         "runtime": {"directories": [{"path": "/opt/maca/lib", "env": "MACA_PATH", "libraries": []},
-                                     {"path": "/opt/maca/mxgpu_llvm/lib", "env": "MACA_PATH", "libraries": []},
-                                     {"path": "/usr/local/other", "env": "OTHER_DIR", "libraries": []}]}}
+    doc = B.manifest_for({}, tags=["cp311-cp311-linux_x86_64"], filename="torch_fl-2.13.0+host-cp311-cp311-"
+                         "linux_x86_64.whl", requirements=["torch>=2.13,<2.14"], platform="metax",
+                         sdk={"name": "maca", "root": {"env": "MACA_PATH", "default": "/opt/maca"}},
+                         runtime={"directories": [
+                             {"path": "/opt/maca/lib", "env": "MACA_PATH", "libraries": []},
+                             {"path": "/opt/maca/mxgpu_llvm/lib", "env": "MACA_PATH", "libraries": []},
+                             {"path": "/usr/local/other", "env": "OTHER_DIR", "libraries": []}]})
+    m = Compatibility.from_json(doc)
     assert runtime_directories(m, {}) == ["/opt/maca/lib", "/opt/maca/mxgpu_llvm/lib", "/usr/local/other"]
     assert runtime_directories(m, {"MACA_PATH": "/home/u/maca", "OTHER_DIR": "/x"}) == [
         "/home/u/maca/lib", "/home/u/maca/mxgpu_llvm/lib", "/x"]

@@ -14,11 +14,12 @@ from packaging.tags import parse_tag
 from packaging.version import Version
 
 from torch_fl_preflight import companion_checks, elf_gates, host_checks, manifest_checks, wheel_checks
+from torch_fl_preflight.compatibility import Compatibility, read_compatibility
 from torch_fl_preflight.errors import ManifestError, WheelError
 from torch_fl_preflight.host_env import HostEnv
 from torch_fl_preflight.payload import InstalledPayload, WheelPayload, elf_members
 from torch_fl_preflight.report import SubjectReport
-from torch_fl_preflight.schema import MANIFEST_PATH_IN_PACKAGE, MAX_MANIFEST_BYTES, parse_manifest
+from torch_fl_preflight.schema import MANIFEST_PATH_IN_PACKAGE, MAX_MANIFEST_BYTES
 from torch_fl_preflight.wheel_reader import WheelArchive
 
 INSTALLED_DIST = "torch_fl"
@@ -42,22 +43,22 @@ class Options:
     absence is a recorded host requirement instead of a failed gate. Never set on the target itself."""
 
 
-def facts_of(manifest: dict[str, Any]) -> dict[str, Any]:
+def facts_of(manifest: Compatibility) -> dict[str, Any]:
+    sdk = manifest.sdk
     return {
-        "platform": manifest["platform"],
-        "wheel_version": manifest["wheel"]["version"],
-        "bundle_kind": manifest["bundle"]["kind"],
-        "torch": manifest["torch"]["version"],
-        "cxx11_abi": manifest["torch"]["cxx11_abi"],
-        "torch_requirement": manifest["torch"]["requirement"],
-        "sdk": manifest["sdk"]["name"]
-        + (f" {manifest['sdk']['version']}" if "version" in manifest["sdk"] else ""),
-        "vendor_torch": (manifest.get("vendor_torch") or {}).get("version"),
-        "companions": manifest.get("companions", {}),
+        "platform": manifest.platform,
+        "wheel_version": manifest.wheel.version,
+        "bundle_kind": manifest.bundle.kind,
+        "torch": manifest.torch.version,
+        "cxx11_abi": manifest.torch.cxx11_abi,
+        "torch_requirement": manifest.torch.requirement,
+        "sdk": sdk.name + (f" {sdk.version}" if sdk.version is not None else ""),
+        "vendor_torch": manifest.vendor_torch.version if manifest.vendor_torch else None,
+        "companions": manifest.companion_pins(),
     }
 
 
-def read_wheel_manifest(whl: WheelArchive, meta: wheel_checks.WheelMetadata) -> dict[str, Any]:
+def read_wheel_manifest(whl: WheelArchive, meta: wheel_checks.WheelMetadata) -> Compatibility:
     name = f"{meta.package_dir}/{MANIFEST_PATH_IN_PACKAGE}"
     if name not in whl.members:
         raise ManifestError(
@@ -69,18 +70,18 @@ def read_wheel_manifest(whl: WheelArchive, meta: wheel_checks.WheelMetadata) -> 
             f"{name} declares {whl.members[name].size} bytes (limit {MAX_MANIFEST_BYTES})",
             "refusing to read it; rebuild the wheel",
         )
-    return parse_manifest(whl.read(name, MAX_MANIFEST_BYTES), name)
+    return read_compatibility(whl.read(name, MAX_MANIFEST_BYTES), name)
 
 
-def check_platform(manifest: dict[str, Any], opts: Options, report: SubjectReport) -> None:
+def check_platform(manifest: Compatibility, opts: Options, report: SubjectReport) -> None:
     if opts.platform is None:
         return
-    if manifest["platform"] == opts.platform:
+    if manifest.platform == opts.platform:
         report.ok("wheel.platform", f"built for platform {opts.platform}")
     else:
         report.fail(
             "wheel.platform",
-            f"built for platform {manifest['platform']}, not {opts.platform}",
+            f"built for platform {manifest.platform}, not {opts.platform}",
             f"use the torch_fl wheel of platform {opts.platform}",
         )
 
@@ -98,7 +99,7 @@ def check_wheel(path: str, host_for: HostSource | None, opts: Options) -> Subjec
         scan = WheelPayload(whl, "")
         digests = wheel_checks.check_record(whl, meta, report, scan)
         manifest = read_wheel_manifest(whl, meta)
-        report.platform = manifest["platform"]
+        report.platform = manifest.platform
         report.facts.update(facts_of(manifest))
         report.facts["size"] = os.path.getsize(path)
         check_platform(manifest, opts, report)
@@ -130,7 +131,7 @@ def check_wheel(path: str, host_for: HostSource | None, opts: Options) -> Subjec
 
 def _host_and_gates(
     host: HostEnv,
-    manifest: dict[str, Any],
+    manifest: Compatibility,
     members: list[Any],
     tags: frozenset[str],
     requires: Any,
@@ -191,13 +192,13 @@ def check_installed(host_for: HostSource, opts: Options) -> SubjectReport:
     mpath = os.path.join(site_dir, "torch_fl", MANIFEST_PATH_IN_PACKAGE)
     try:
         with open(mpath, "rb") as fh:
-            manifest = parse_manifest(fh.read(MAX_MANIFEST_BYTES + 1), mpath)
+            manifest = read_compatibility(fh.read(MAX_MANIFEST_BYTES + 1), mpath)
     except OSError as exc:
         raise ManifestError(
             f"cannot read {mpath} ({exc.strerror})",
             "install torch_fl from a wheel built by torch-fl-build (editable installs carry no manifest)",
         ) from exc
-    report.platform = manifest["platform"]
+    report.platform = manifest.platform
     report.facts.update(facts_of(manifest))
     payload = InstalledPayload(site_dir, list(record), report.subject)
     if opts.host.check_installed:

@@ -11,12 +11,11 @@ since importing triton initialises its GPU drivers.
 
 from __future__ import annotations
 
-from typing import Any
-
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torch_fl_preflight.compatibility import Compatibility
 from torch_fl_preflight.host_checks import HostOptions, marker_env
 from torch_fl_preflight.host_env import HostEnv
 from torch_fl_preflight.manifest_checks import requirement
@@ -27,10 +26,10 @@ FLAGGEMS_DIST = "flag-gems"
 TRITON_DIST = "triton"
 
 
-def extra_requirements(manifest: dict[str, Any], extra: str, env: dict[str, str]) -> list[Requirement]:
+def extra_requirements(manifest: Compatibility, extra: str, env: dict[str, str]) -> list[Requirement]:
     """The requirements only ``extra`` brings in, whose markers apply in ``env``."""
     out = []
-    for text in manifest["requirements"]:
+    for text in manifest.requirements:
         req = requirement(text, "requirement")
         if req.marker is None:
             continue
@@ -48,12 +47,12 @@ def _bare(req: Requirement) -> str:
     return f"{req.name}{req.specifier}"
 
 
-def check_manifest(manifest: dict[str, Any], report: SubjectReport) -> None:
+def check_manifest(manifest: Compatibility, report: SubjectReport) -> None:
     """The flaggems extra requires exactly the FlagGems release the manifest records."""
     reqs = extra_requirements(manifest, FLAGGEMS_EXTRA, {})
     if not reqs:
         return  # the platform has no flaggems extra
-    pin = manifest.get("companions", {}).get("flaggems")
+    pin = manifest.companions.flaggems if manifest.companions else None
     req = _named(reqs, FLAGGEMS_DIST)
     if req is None or pin is None or [(s.operator, s.version) for s in req.specifier] != [("==", pin)]:
         found = _bare(req) if req is not None else f"no {FLAGGEMS_DIST}"
@@ -66,10 +65,10 @@ def check_manifest(manifest: dict[str, Any], report: SubjectReport) -> None:
         report.ok("manifest.companions", f"the flaggems extra requires {_bare(req)}, the recorded FlagGems release")
 
 
-def check_flaggems(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, report: SubjectReport) -> None:
+def check_flaggems(host: HostEnv, manifest: Compatibility, opts: HostOptions, report: SubjectReport) -> None:
     env = marker_env(host)
     reqs = extra_requirements(manifest, FLAGGEMS_EXTRA, env)
-    pin = manifest.get("companions", {}).get("flaggems")
+    pin = manifest.companions.flaggems if manifest.companions else None
     have = host.distributions.get(FLAGGEMS_DIST)
     if have is None:
         turn_on = f"; pip install 'torch_fl[{FLAGGEMS_EXTRA}]' turns it on" if reqs else ""
@@ -90,7 +89,7 @@ def check_flaggems(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, r
             report.warn("host.flaggems", msg, fix)
     triton = _named(reqs, TRITON_DIST)
     if triton is None:
-        report.skip("host.triton", f"the wheel's platform {manifest['platform']} pins no Triton for FlagGems")
+        report.skip("host.triton", f"the wheel's platform {manifest.platform} pins no Triton for FlagGems")
         return
     found = host.distributions.get(TRITON_DIST)
     if found is None:

@@ -32,9 +32,9 @@ import os
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from torch_fl_preflight import ld_cache
+from torch_fl_preflight.compatibility import Compatibility
 from torch_fl_preflight.elf_reader import ElfInfo, read_elf_file
 from torch_fl_preflight.errors import ElfError
 from torch_fl_preflight.host_env import HostEnv, nvidia_lib_dirs
@@ -73,7 +73,7 @@ def expand_origin(entry: str, origin_dir: str) -> str | None:
 class LoaderModel:
     """The loader's view of one target environment, with the payload laid out at its install paths."""
 
-    def __init__(self, host: HostEnv, members: list[ElfMember], manifest: dict[str, Any] | None) -> None:
+    def __init__(self, host: HostEnv, members: list[ElfMember], manifest: Compatibility | None) -> None:
         self.host = host
         self.virtual: dict[str, ElfInfo] = {m.installed: m.info for m in members}
         self._disk: dict[str, ElfInfo | None] = {}
@@ -82,8 +82,8 @@ class LoaderModel:
         self.torch_lib = host.torch.lib if host.torch else None
         self.nvidia_dirs = nvidia_lib_dirs(host)
         self.runtime_dirs = runtime_directories(manifest, host.environ) if manifest else []
-        self.kind = manifest["bundle"]["kind"] if manifest else NOTHING_BUNDLED
-        bundle_dir = manifest["bundle"]["directory"] if manifest else None
+        self.kind = manifest.bundle.kind if manifest else NOTHING_BUNDLED
+        bundle_dir = manifest.bundle.directory if manifest else None
         self.bundle = [m for m in members if bundle_dir and os.path.dirname(m.path) == bundle_dir.rstrip("/")]
         try:
             self.exe_info: ElfInfo | None = read_elf_file(host.executable_real)
@@ -209,19 +209,19 @@ class LoaderModel:
         return c
 
 
-def runtime_directories(manifest: dict[str, Any], environ: dict[str, str]) -> list[str]:
+def runtime_directories(manifest: Compatibility, environ: dict[str, str]) -> list[str]:
     """The manifest's target-side directories, re-rooted where their environment variable is set.
 
     A directory's `env` names the SDK root variable (e.g. MACA_PATH). When it is set, the part of
     the path under the longest matching declared prefix (sdk.root.default, runtime.prefixes) moves
     under the variable's value; when no prefix matches, the value is the directory itself.
     """
-    roots = [manifest["sdk"]["root"]["default"]] if manifest["sdk"].get("root") else []
-    prefixes = sorted([*roots, *manifest["runtime"].get("prefixes", [])], key=len, reverse=True)
+    roots = [manifest.sdk.root.default] if manifest.sdk.root else []
+    prefixes = sorted([*roots, *(manifest.runtime.prefixes or ())], key=len, reverse=True)
     out = []
-    for d in manifest["runtime"]["directories"]:
-        path = d["path"]
-        env = d.get("env")
+    for d in manifest.runtime.directories:
+        path = d.path
+        env = d.env
         if env and environ.get(env):
             root = environ[env]
             for p in prefixes:
@@ -234,16 +234,16 @@ def runtime_directories(manifest: dict[str, Any], environ: dict[str, str]) -> li
     return out
 
 
-def declared_prefixes(manifest: dict[str, Any]) -> list[str]:
-    rt = manifest["runtime"]
-    if "prefixes" in rt:
-        out = list(rt["prefixes"])
+def declared_prefixes(manifest: Compatibility) -> list[str]:
+    rt = manifest.runtime
+    if rt.prefixes is not None:
+        out = list(rt.prefixes)
     else:
-        out = [os.path.dirname(d["path"].rstrip("/")) or "/" for d in rt["directories"]]
-        out += [d["path"] for d in rt["directories"]]
-    root = manifest.get("sdk", {}).get("root")
+        out = [os.path.dirname(d.path.rstrip("/")) or "/" for d in rt.directories]
+        out += [d.path for d in rt.directories]
+    root = manifest.sdk.root
     if root:
-        out.append(root["default"])
+        out.append(root.default)
     return [os.path.normpath(p) for p in out]
 
 
@@ -254,14 +254,14 @@ class GateResult:
     host_requirements: dict[str, list[str]] = field(default_factory=dict)  # absent system SONAME -> needers
 
 
-def system_libraries(manifest: dict[str, Any] | None) -> frozenset[str]:
-    return frozenset(manifest["runtime"].get("system_libraries", ())) if manifest else frozenset()
+def system_libraries(manifest: Compatibility | None) -> frozenset[str]:
+    return frozenset(manifest.runtime.system_libraries or ()) if manifest else frozenset()
 
 
 def run_gates(
     model: LoaderModel,
     members: list[ElfMember],
-    manifest: dict[str, Any] | None,
+    manifest: Compatibility | None,
     report: SubjectReport,
     *,
     defer_system: bool = False,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torch_fl_preflight.compatibility import Compatibility
 from torch_fl_preflight.elf_gates import LoaderModel, runtime_directories
 from torch_fl_preflight.host_env import HostEnv, supported_tags
 from torch_fl_preflight.kinds import policy
@@ -65,15 +65,14 @@ def _highest(verdef: tuple[str, ...], prefix: str) -> str | None:
     return max(found, key=_vkey) if found else None
 
 
-def check_floors(manifest: dict[str, Any], model: LoaderModel, report: SubjectReport) -> None:
+def check_floors(manifest: Compatibility, model: LoaderModel, report: SubjectReport) -> None:
     """The manifest's glibc/libstdc++ floors against the host's libc.so.6 and libstdc++.so.6.
 
     The ELF gate elf.versions checks each required version; this is the one-line summary a
     person reads first ("glibc 2.27 here, the wheel needs 2.28")."""
-    floors = manifest["floors"]
+    floors = manifest.floors
     problems, have = [], []
-    for key, soname, prefix in (("glibc", "libc.so.6", "GLIBC_"), ("glibcxx", "libstdc++.so.6", "GLIBCXX_")):
-        need = floors.get(key)
+    for need, soname, prefix in ((floors.glibc, "libc.so.6", "GLIBC_"), (floors.glibcxx, "libstdc++.so.6", "GLIBCXX_")):
         if not need:
             continue
         path = next(iter(model.cache.get(soname, [])), None)
@@ -112,10 +111,10 @@ def _release(v: Version) -> Version:
 
 
 def check_torch_install(
-    host: HostEnv, manifest: dict[str, Any], model: LoaderModel, opts: HostOptions, report: SubjectReport
+    host: HostEnv, manifest: Compatibility, model: LoaderModel, opts: HostOptions, report: SubjectReport
 ) -> None:
     req = torch_requirement(manifest)
-    t = manifest["torch"]
+    t = manifest.torch
     if host.torch is None:
         report.fail(
             "host.torch",
@@ -133,8 +132,8 @@ def check_torch_install(
     problems = []
     if not req.specifier.contains(have, prereleases=True):
         problems.append(f"installed torch {have} does not satisfy {req}")
-    kind = manifest["bundle"]["kind"]
-    built_git = t.get("git_version")  # absent: that torch recorded none
+    kind = manifest.bundle.kind
+    built_git = t.git_version  # None: that torch recorded none
     if (
         policy(kind).pins_torch
         and is_exact_pin(req.specifier)
@@ -147,12 +146,12 @@ def check_torch_install(
             f"from {built_git[:12]}"
         )
     abi = torch_cxx11_abi(model)
-    if abi is not None and abi != t["cxx11_abi"]:
+    if abi is not None and abi != t.cxx11_abi:
         problems.append(
             f"installed torch uses the {'new' if abi else 'old'} C++ ABI, the wheel was built with "
-            f"the {'new' if t['cxx11_abi'] else 'old'} one"
+            f"the {'new' if t.cxx11_abi else 'old'} one"
         )
-    built = Version(t["version"])
+    built = Version(t.version)
     if opts.strict_tested and _release(have) != _release(built):
         problems.append(f"installed torch {have} is not the tested build torch {built}")
     if opts.check_build_env:
@@ -173,8 +172,8 @@ def check_torch_install(
         )
 
 
-def check_runtime_dirs(host: HostEnv, manifest: dict[str, Any], report: SubjectReport) -> None:
-    dirs = manifest["runtime"]["directories"]
+def check_runtime_dirs(host: HostEnv, manifest: Compatibility, report: SubjectReport) -> None:
+    dirs = manifest.runtime.directories
     if not dirs:
         report.ok("host.runtime", "the wheel needs no target-side runtime directory")
         return
@@ -182,17 +181,17 @@ def check_runtime_dirs(host: HostEnv, manifest: dict[str, Any], report: SubjectR
     problems = []
     for d, path in zip(dirs, resolved):
         if not os.path.isdir(path):
-            hint = f" (set {d['env']} if it lives elsewhere)" if d.get("env") else ""
+            hint = f" (set {d.env} if it lives elsewhere)" if d.env else ""
             problems.append(f"{path}: missing{hint}")
             continue
         problems += [
-            f"{path}/{lib}: missing" for lib in d["libraries"] if not os.path.exists(os.path.join(path, lib))
+            f"{path}/{lib}: missing" for lib in d.libraries if not os.path.exists(os.path.join(path, lib))
         ]
     if problems:
         report.fail(
             "host.runtime",
             f"{len(problems)} runtime location(s) missing",
-            f"install the {manifest['sdk']['name']} runtime, or point its environment variable at it",
+            f"install the {manifest.sdk.name} runtime, or point its environment variable at it",
             tuple(problems),
         )
     else:
@@ -201,18 +200,18 @@ def check_runtime_dirs(host: HostEnv, manifest: dict[str, Any], report: SubjectR
         )
 
 
-def read_sdk_version(host: HostEnv, manifest: dict[str, Any]) -> tuple[str | None, str]:
+def read_sdk_version(host: HostEnv, manifest: Compatibility) -> tuple[str | None, str]:
     """(version, where) read from the SDK tree the manifest describes; version None when unreadable."""
-    sdk = manifest["sdk"]
-    root_spec = sdk.get("root")
-    if not root_spec:
+    sdk = manifest.sdk
+    root_spec = sdk.root
+    if root_spec is None:
         return None, "the manifest does not say where the SDK lives"
-    env = root_spec.get("env")
+    env = root_spec.env
     root = host.environ.get(env, "") if env else ""
-    root = root or root_spec["default"]
+    root = root or root_spec.default
     if not os.path.isdir(root):
         return None, f"SDK root {root} does not exist"
-    vf = sdk.get("version_file")
+    vf = sdk.version_file
     if not vf:
         return None, f"the manifest does not say how to read the version under {root}"
     path = os.path.join(root, vf)
@@ -221,7 +220,7 @@ def read_sdk_version(host: HostEnv, manifest: dict[str, Any]) -> tuple[str | Non
             text = fh.read(MAX_VERSION_FILE)
     except OSError:
         return None, f"{path} is not readable"
-    pattern = sdk.get("version_pattern")
+    pattern = sdk.version_pattern
     if pattern:
         m = re.search(pattern, text)
         found = m.group(1) if m and m.groups() else (m.group(0) if m else None)
@@ -230,9 +229,9 @@ def read_sdk_version(host: HostEnv, manifest: dict[str, Any]) -> tuple[str | Non
     return found, path
 
 
-def check_sdk(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, report: SubjectReport) -> None:
-    sdk = manifest["sdk"]
-    recorded = sdk.get("version")
+def check_sdk(host: HostEnv, manifest: Compatibility, opts: HostOptions, report: SubjectReport) -> None:
+    sdk = manifest.sdk
+    recorded = sdk.version
     found, where = read_sdk_version(host, manifest)
     target = opts.sdk_version or found
     source = "--sdk-version" if opts.sdk_version else where
@@ -243,7 +242,7 @@ def check_sdk(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, report
             "pass the version of the SDK actually installed",
         )
     if target is None:
-        msg = f"{sdk['name']} SDK version unknown on this host: {where}"
+        msg = f"{sdk.name} SDK version unknown on this host: {where}"
         if opts.require_sdk:
             report.fail("host.sdk", msg, "install the SDK, or pass --sdk-version")
         else:
@@ -252,19 +251,19 @@ def check_sdk(host: HostEnv, manifest: dict[str, Any], opts: HostOptions, report
     if recorded is None:
         report.warn(
             "host.sdk",
-            f"host has {sdk['name']} {target} ({source}); the wheel does not record the SDK "
+            f"host has {sdk.name} {target} ({source}); the wheel does not record the SDK "
             "version it was built with",
             "prefer a release wheel, which records it",
         )
     elif recorded != target:
-        msg = f"host has {sdk['name']} {target} ({source}), the wheel was built and tested with {recorded}"
+        msg = f"host has {sdk.name} {target} ({source}), the wheel was built and tested with {recorded}"
         fix = "install the wheel built for this SDK version, or that SDK"
         if opts.strict_tested:
             report.fail("host.sdk", msg, fix)
         else:
             report.warn("host.sdk", msg, fix)
     else:
-        report.ok("host.sdk", f"{sdk['name']} {target} ({source}) is the version the wheel was built with")
+        report.ok("host.sdk", f"{sdk.name} {target} ({source}) is the version the wheel was built with")
 
 
 def marker_env(host: HostEnv) -> dict[str, str]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torch_fl_preflight.compatibility import Compatibility
 from torch_fl_preflight.errors import ManifestError
 from torch_fl_preflight.kinds import policy
 from torch_fl_preflight.payload import ElfMember
@@ -37,7 +36,7 @@ def is_exact_pin(spec: SpecifierSet) -> bool:
 
 
 def check_metadata_agreement(
-    manifest: dict[str, Any],
+    manifest: Compatibility,
     name: str,
     ver: Version,
     requires: tuple[Requirement, ...],
@@ -45,19 +44,19 @@ def check_metadata_agreement(
     filename: str | None,
     report: SubjectReport,
 ) -> None:
-    w = manifest["wheel"]
+    w = manifest.wheel
     problems = []
-    if canonicalize_name(w["name"]) != canonicalize_name(name):
-        problems.append(f"name {w['name']!r} vs METADATA {name!r}")
-    if version(w["version"], "wheel.version") != ver:
-        problems.append(f"version {w['version']} vs METADATA {ver}")
-    mine = {str(requirement(r, "requirement")) for r in manifest["requirements"]}
+    if canonicalize_name(w.name) != canonicalize_name(name):
+        problems.append(f"name {w.name!r} vs METADATA {name!r}")
+    if version(w.version, "wheel.version") != ver:
+        problems.append(f"version {w.version} vs METADATA {ver}")
+    mine = {str(requirement(r, "requirement")) for r in manifest.requirements}
     theirs = {str(r) for r in requires}
     if mine != theirs:
         only_m, only_t = sorted(mine - theirs), sorted(theirs - mine)
         problems.append(f"requirements differ (manifest only: {only_m}; METADATA only: {only_t})")
-    if tags is not None and set(w["tags"]) != set(tags):
-        problems.append(f"tags {sorted(w['tags'])} vs WHEEL {sorted(tags)}")
+    if tags is not None and set(w.tags) != set(tags):
+        problems.append(f"tags {sorted(w.tags)} vs WHEEL {sorted(tags)}")
     if problems:
         report.fail(
             "manifest.metadata",
@@ -68,30 +67,29 @@ def check_metadata_agreement(
         report.ok(
             "manifest.metadata", f"name, version, tags and {len(mine)} requirement(s) agree with METADATA"
         )
-    if filename is not None and w["filename"] != filename:
+    if filename is not None and w.filename != filename:
         report.warn(
             "manifest.filename",
-            f"manifest names {w['filename']!r}, the file is {filename!r}",
+            f"manifest names {w.filename!r}, the file is {filename!r}",
             "keep the file name torch-fl-build gave the wheel",
         )
 
 
-def torch_requirement(manifest: dict[str, Any]) -> Requirement:
-    return requirement(manifest["torch"]["requirement"], "torch.requirement")
+def torch_requirement(manifest: Compatibility) -> Requirement:
+    return requirement(manifest.torch.requirement, "torch.requirement")
 
 
-def check_torch(manifest: dict[str, Any], report: SubjectReport) -> None:
-    t = manifest["torch"]
+def check_torch(manifest: Compatibility, report: SubjectReport) -> None:
     req = torch_requirement(manifest)
-    built = version(t["version"], "torch.version")
+    built = version(manifest.torch.version, "torch.version")
     problems = []
     if canonicalize_name(req.name) != "torch":
         problems.append(f"torch.requirement names {req.name!r}, not torch")
     if not req.specifier.contains(built, prereleases=True):
         problems.append(f"the build-time torch {built} does not satisfy {req}")
-    if str(req) not in {str(requirement(r, "requirement")) for r in manifest["requirements"]}:
+    if str(req) not in {str(requirement(r, "requirement")) for r in manifest.requirements}:
         problems.append(f"{req} is not among the wheel's requirements")
-    kind = manifest["bundle"]["kind"]
+    kind = manifest.bundle.kind
     if policy(kind).pins_torch and not is_exact_pin(req.specifier):
         problems.append(
             f"bundle kind {kind} bundles libtorch pieces but the torch requirement {req} is not exact"
@@ -103,13 +101,13 @@ def check_torch(manifest: dict[str, Any], report: SubjectReport) -> None:
 
 
 def check_elf_records(
-    manifest: dict[str, Any],
+    manifest: Compatibility,
     members: list[ElfMember],
     digests: dict[str, str],
     sizes: dict[str, int],
     report: SubjectReport,
 ) -> None:
-    records = {r["path"]: r for r in manifest["elf"]}
+    records = {r.path: r for r in manifest.elf}
     problems: list[str] = []
     seen = set()
     for m in members:
@@ -118,22 +116,22 @@ def check_elf_records(
             problems.append(f"{m.path}: ELF file not recorded in the manifest")
             continue
         seen.add(m.path)
-        if digests.get(m.path) != rec["sha256"]:
+        if digests.get(m.path) != rec.sha256:
             problems.append(
-                f"{m.path}: sha256 {digests.get(m.path, '?')[:16]}… but the manifest says "
-                f"{rec['sha256'][:16]}…"
+                f"{m.path}: sha256 {digests.get(m.path, '?')[:16]}… but the manifest says {rec.sha256[:16]}…"
             )
-        if sizes.get(m.path) != rec["size"]:
-            problems.append(f"{m.path}: {sizes.get(m.path)} bytes but the manifest says {rec['size']}")
+        if sizes.get(m.path) != rec.size:
+            problems.append(f"{m.path}: {sizes.get(m.path)} bytes but the manifest says {rec.size}")
         i = m.info
-        for key, actual in (
-            ("soname", i.soname),
-            ("needed", list(i.needed)),
-            ("rpath", list(i.rpath)),
-            ("runpath", list(i.runpath)),
-        ):
-            if rec[key] != actual:
-                problems.append(f"{m.path}: {key} is {actual!r} but the manifest says {rec[key]!r}")
+        recorded: tuple[tuple[str, object, object], ...] = (
+            ("soname", rec.soname, i.soname),
+            ("needed", list(rec.needed), list(i.needed)),
+            ("rpath", list(rec.rpath), list(i.rpath)),
+            ("runpath", list(rec.runpath), list(i.runpath)),
+        )
+        for key, said, actual in recorded:
+            if said != actual:
+                problems.append(f"{m.path}: {key} is {actual!r} but the manifest says {said!r}")
     elf_paths = {m.path for m in members}
     problems.extend(f"{path}: recorded in the manifest but not an ELF file of this wheel"
                     for path in records if path not in seen and path not in elf_paths)
@@ -150,10 +148,10 @@ def check_elf_records(
             f"{len(members)} ELF file(s) match their manifest records (sha256, size, "
             "SONAME, DT_NEEDED, RPATH/RUNPATH)",
         )
-    bundle_dir = manifest["bundle"]["directory"]
+    bundle_dir = manifest.bundle.directory
     if bundle_dir:
-        bundled = [r for r in manifest["elf"] if r["path"].startswith(bundle_dir.rstrip("/") + "/")]
-        if not bundled and policy(manifest["bundle"]["kind"]).bundles_libraries:
+        bundled = [r for r in manifest.elf if r.path.startswith(bundle_dir.rstrip("/") + "/")]
+        if not bundled and policy(manifest.bundle.kind).bundles_libraries:
             report.fail(
                 "manifest.bundle",
                 f"bundle directory {bundle_dir} holds no recorded ELF file",
@@ -161,18 +159,19 @@ def check_elf_records(
             )
 
 
-def check_release(manifest: dict[str, Any], report: SubjectReport, *, release: bool) -> None:
+def check_release(manifest: Compatibility, report: SubjectReport, *, release: bool) -> None:
     """Provenance a release needs; warnings otherwise."""
     missing = []
     # An SDK has a version to record where it can be read: from its version file, or (cuda-assets) from the
     # CUDA torch the libraries came from.  The host runtime's "SDK" is this source tree: it has none.
-    sdk = manifest["sdk"]
-    readable = "version_file" in sdk or policy(manifest["bundle"]["kind"]).sdk_version_from_torch
-    if "version" not in sdk and readable:
-        missing.append(f"sdk.version (SDK {manifest['sdk']['name']})")
-    if policy(manifest["bundle"]["kind"]).bundles_libtorch and "vendor_torch" not in manifest:
+    sdk = manifest.sdk
+    kind = policy(manifest.bundle.kind)
+    readable = sdk.version_file is not None or kind.sdk_version_from_torch
+    if sdk.version is None and readable:
+        missing.append(f"sdk.version (SDK {sdk.name})")
+    if kind.bundles_libtorch and manifest.vendor_torch is None:
         missing.append("vendor_torch (the libraries came from a vendor/CUDA torch)")
-    comps = manifest.get("companions", {})
+    comps = manifest.companion_pins()
     missing += [f"companions.{c}" for c in COMPANIONS if c not in comps]
     if not missing:
         report.ok("manifest.provenance", "SDK, vendor torch and companion versions are recorded")

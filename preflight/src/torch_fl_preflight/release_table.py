@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from torch_fl_preflight import wheel_checks
 from torch_fl_preflight.checker import Options, check_wheel, read_wheel_manifest
+from torch_fl_preflight.compatibility import Companions
 from torch_fl_preflight.report import Status
 from torch_fl_preflight.wheel_reader import WheelArchive
 
@@ -72,19 +73,18 @@ def render(wheels: list[str], *, release: bool, recipe_only: Sequence[str] = ())
         failures += [
             f"{report.subject}: {f.id}: {f.message}" for f in failed if f.id != "manifest.provenance"
         ]
-        comps = m.get("companions", {})
-        sdk = m["sdk"]
+        comps = m.companions or Companions()
         rows.append(
             (
-                m["platform"],
-                m["wheel"]["version"],
-                m["torch"]["version"],
-                "cxx11" if m["torch"]["cxx11_abi"] else "pre-cxx11",
-                f"{sdk['name']} {sdk['version']}" if "version" in sdk else f"{sdk['name']} {MISSING}",
-                (m.get("vendor_torch") or {}).get("version", MISSING),
-                comps.get("flaggems", MISSING),
-                comps.get("flagtree", MISSING),
-                comps.get("flagcx", MISSING),
+                m.platform,
+                m.wheel.version,
+                m.torch.version,
+                "cxx11" if m.torch.cxx11_abi else "pre-cxx11",
+                f"{m.sdk.name} {m.sdk.version or MISSING}",
+                m.vendor_torch.version if m.vendor_torch else MISSING,
+                comps.flaggems or MISSING,
+                comps.flagtree or MISSING,
+                comps.flagcx or MISSING,
                 _size(os.path.getsize(path)),
                 _sha256(path)[:12],
                 "FAIL " + ", ".join(dict.fromkeys(f.id for f in failed)) if failed else "ok",
