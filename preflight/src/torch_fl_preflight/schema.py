@@ -3,6 +3,7 @@
 The schema exists once: compatibility.schema.json in this package, shipped with this distribution
 (the one definition of a valid wheel).  torch-fl-build validates the manifests it writes with
 load_schema() from here, and manifests/compatibility.schema.json is a symbolic link to this file.
+The typed model of a manifest is compatibility.py, whose from_json validates with validate_manifest().
 """
 
 from __future__ import annotations
