@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 
 #include "runtime/DeviceRuntime.h"
@@ -84,6 +85,16 @@ DeviceCache& cache_of(c10::DeviceIndex device) {
 
 void free_block(void* ptr);
 
+// torch.profiler's memory timeline (profile_memory=True): every allocation and free, with the device's
+// totals after it, as PyTorch's own allocators report theirs.  Callers pass totals read under the lock.
+void report_to_profiler(void* ptr, int64_t bytes, const DeviceStats& stats, c10::DeviceIndex device) {
+  if (!c10::memoryProfilingEnabled()) return;
+  const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+  c10::reportMemoryUsageToProfiler(ptr, bytes, static_cast<size_t>(stats.allocated_bytes[agg].current),
+                                   static_cast<size_t>(stats.reserved_bytes[agg].current),
+                                   c10::Device(c10::DeviceType::PrivateUse1, device));
+}
+
 std::string format_bytes(size_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(n);
@@ -118,6 +129,7 @@ void free_block(void* ptr) {
   update(cache.stats.allocation, 1, false, block.size);
   update(cache.stats.active, 1, false, block.size);
   cache.free_blocks.emplace(block.size, ptr);
+  report_to_profiler(ptr, -static_cast<int64_t>(block.size), cache.stats, device);
 }
 
 }  // namespace
@@ -173,6 +185,7 @@ c10::DataPtr FlagosDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t 
     update(cache.stats.active_bytes, block_size, true, block_size);
     update(cache.stats.allocation, 1, true, block_size);
     update(cache.stats.active, 1, true, block_size);
+    report_to_profiler(ptr, static_cast<int64_t>(block_size), cache.stats, device);
   }
   return c10::DataPtr(ptr, ptr, &free_block, where);
 }
