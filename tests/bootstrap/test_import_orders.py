@@ -60,7 +60,7 @@ def test_the_wheel_installs_the_startup_hook_at_its_root(forked: Venv, host: Ven
             record = next(n for n in names if n.endswith(".dist-info/RECORD"))
             listed = {row[0] for row in csv.reader(zf.read(record).decode().splitlines()) if row}
         bootstrap = {"__init__", "errors", "manifest", "installed_torch", "cache", "forked_libtorch", "cuda_assets",
-                     "native_sdk", "after_torch"}
+                     "native_sdk", "after_torch", "kinds"}
         for member in ("torch_fl_startup.pth", "_torch_fl_startup.py",
                        *(f"torch_fl_bootstrap/{name}.py" for name in sorted(bootstrap))):
             assert member in names and member in listed, member
@@ -84,12 +84,13 @@ def test_the_hook_does_no_work_until_torch_is_imported(forked: Venv) -> None:
 
 
 @pytest.mark.parametrize(("kind", "modules"), [
-    ("host", ["torch_fl_bootstrap", "torch_fl_bootstrap.errors", "torch_fl_bootstrap.manifest"]),
+    ("host", ["torch_fl_bootstrap", "torch_fl_bootstrap.errors", "torch_fl_bootstrap.kinds",
+              "torch_fl_bootstrap.manifest"]),
     # after_torch: torch's autoload imports torch_fl while torch is importing, which then checks the maps.
     ("host-forked", ["torch_fl_bootstrap", "torch_fl_bootstrap.after_torch", "torch_fl_bootstrap.cache",
                      "torch_fl_bootstrap.errors",
                      "torch_fl_bootstrap.forked_libtorch", "torch_fl_bootstrap.installed_torch",
-                     "torch_fl_bootstrap.manifest"]),
+                     "torch_fl_bootstrap.kinds", "torch_fl_bootstrap.manifest"]),
 ])
 def test_only_the_bundle_kind_in_use_is_imported(make_venv: Callable[[str], Venv], kind: str,
                                                  modules: list[str]) -> None:
