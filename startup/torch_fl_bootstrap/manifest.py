@@ -1,7 +1,10 @@
 """The wheel's ``torch_fl/compatibility.json``, read into the small typed record the bootstrap works from.
 
 Only the fields the bootstrap uses are read; the whole document is
-``manifests/compatibility.schema.json``'s, which preflight checks before install.
+``manifests/compatibility.schema.json``'s, which preflight checks before install.  The typed
+model of the whole document is preflight's (``torch_fl_preflight.compatibility``); this package
+cannot import it (standard library only), so a test holds these fields' names, types and values
+to that model.
 """
 
 from __future__ import annotations

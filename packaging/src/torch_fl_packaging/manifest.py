@@ -1,9 +1,10 @@
 """Stage 5, manifest: write torch_fl/compatibility.json and check it against the schema.
 
 What was built and what is needed, never a guess: an unknown value is an absent
-key.  The file is validated with jsonschema against
-preflight's schema (``torch_fl_preflight.schema``, the one copy) before the wheel
-is written; an invalid manifest stops the build.
+key.  The stage fills preflight's typed model of the manifest
+(``torch_fl_preflight.compatibility``, the one model) and writes its ``to_json()``, validated
+with jsonschema against preflight's schema (``torch_fl_preflight.schema``, the one copy) before
+the wheel is written; an invalid manifest stops the build.
 """
 
 from __future__ import annotations
@@ -17,6 +18,20 @@ from typing import Any
 from packaging.requirements import Requirement
 
 from torch_fl_preflight import schema as preflight_schema
+from torch_fl_preflight.compatibility import (
+    Bundle,
+    Companions,
+    Compatibility,
+    ElfRecord,
+    Floors,
+    Runtime,
+    RuntimeDirectory,
+    Sdk,
+    SdkRoot,
+    Torch,
+    VendorTorch,
+    Wheel,
+)
 
 from .bundle import Origin, Staged
 from .configure import Config
@@ -27,6 +42,8 @@ from .repair import Repaired
 __all__ = ["MANIFEST_PATH", "build_manifest", "load_schema", "sha256_file", "validate_manifest", "write_manifest"]
 
 MANIFEST_PATH = "torch_fl/compatibility.json"
+#: The extension key that marks a stand-in platform's wheel (a recipe with ``stand_in``).
+STAND_IN = "x-stand-in"
 
 
 def sha256_file(path: Path) -> str:
@@ -57,8 +74,8 @@ def _metadata_requirements(staged: Staged) -> tuple[str, str, list[str]]:
     return msg["Name"] or "", msg["Version"] or "", list(msg.get_all("Requires-Dist") or [])
 
 
-def _elf_records(staged: Staged) -> tuple[list[dict[str, Any]], list[ElfInfo]]:
-    records: list[dict[str, Any]] = []
+def _elf_records(staged: Staged) -> tuple[list[ElfRecord], list[ElfInfo]]:
+    records: list[ElfRecord] = []
     infos: list[ElfInfo] = []
     for path in sorted(p for p in staged.root.rglob("*") if p.is_file()):
         if not is_elf(path):
@@ -70,23 +87,34 @@ def _elf_records(staged: Staged) -> tuple[list[dict[str, Any]], list[ElfInfo]]:
             raise ManifestError("an ELF file in the wheel cannot be read", rel, str(exc)) from None
         infos.append(info)
         origin = staged.origins.get(rel, Origin("built"))
-        record: dict[str, Any] = {
-            "path": rel,
-            "sha256": sha256_file(path),
-            "size": path.stat().st_size,
-            "soname": info.soname,
-            "needed": list(info.needed),
-            "rpath": list(info.rpath),
-            "runpath": list(info.runpath),
-            "origin": origin.origin,
-        }
-        if origin.source:
-            record["source"] = origin.source
-        records.append(record)
+        records.append(ElfRecord(
+            path=rel,
+            sha256=sha256_file(path),
+            size=path.stat().st_size,
+            soname=info.soname,
+            needed=tuple(info.needed),
+            rpath=tuple(info.rpath),
+            runpath=tuple(info.runpath),
+            origin=origin.origin,
+            source=origin.source or None,
+        ))
     return records, infos
 
 
-def build_manifest(config: Config, staged: Staged, repaired: Repaired, filename: str) -> dict[str, Any]:
+def _sdk(config: Config) -> Sdk:
+    spec = config.recipe.sdk
+    if spec is None:
+        return Sdk(name=config.recipe.platform, version=config.sdk_version or None)
+    return Sdk(
+        name=spec.name,
+        version=config.sdk_version or None,
+        root=SdkRoot(env=spec.env, default=spec.prefix) if spec.prefix else None,
+        version_file=spec.version_file or None,
+        version_pattern=(spec.version_pattern or None) if spec.version_file else None,
+    )
+
+
+def build_manifest(config: Config, staged: Staged, repaired: Repaired, filename: str) -> Compatibility:
     recipe = config.recipe
     name, version, requires = _metadata_requirements(staged)
     if version != config.wheel_version:
@@ -99,59 +127,39 @@ def build_manifest(config: Config, staged: Staged, repaired: Repaired, filename:
         raise ManifestError("METADATA requirements differ from the configured ones",
                             f"{norm} vs {list(config.requires_dist)}", "rebuild the wheel with torch-fl-build")
     records, infos = _elf_records(staged)
-    sdk: dict[str, Any] = {"name": recipe.sdk.name if recipe.sdk else recipe.platform}
-    if config.sdk_version:
-        sdk["version"] = config.sdk_version
-    if recipe.sdk and recipe.sdk.prefix:
-        sdk["root"] = {"env": recipe.sdk.env, "default": recipe.sdk.prefix}
-    if recipe.sdk and recipe.sdk.version_file:
-        sdk["version_file"] = recipe.sdk.version_file
-        if recipe.sdk.version_pattern:
-            sdk["version_pattern"] = recipe.sdk.version_pattern
-    manifest: dict[str, Any] = {
-        "schema_version": 1,
-        "platform": recipe.platform,
-        "wheel": {"name": name, "version": version, "tags": repaired.tags, "filename": filename},
-        "bundle": {"kind": recipe.kind, "directory": recipe.bundle.directory},
-        "torch": {
-            "version": config.torch.version,
-            "git_version": config.torch.git_version,
-            "cxx11_abi": config.torch.cxx11_abi,
-            "requirement": config.torch_requirement,
-        },
-        "sdk": sdk,
-    }
-    if config.vendor is not None:
-        vt: dict[str, Any] = {"version": config.vendor.info.version, "source": config.vendor.source}
-        if config.vendor.info.git_version:
-            vt["git_version"] = config.vendor.info.git_version
-        manifest["vendor_torch"] = vt
-    manifest["companions"] = dict(config.companions)
-    manifest["requirements"] = list(config.requires_dist)
-    manifest["floors"] = {"glibc": version_floor(infos, "GLIBC"), "glibcxx": version_floor(infos, "GLIBCXX")}
-    runtime: dict[str, Any] = {"directories": [
-        {"path": rd.path, "env": rd.env, "libraries": list(rd.libraries)} for rd in recipe.runtime
-    ]}
-    if recipe.prefixes:
-        runtime["prefixes"] = list(recipe.prefixes)
-    if recipe.system_libraries:
-        runtime["system_libraries"] = list(recipe.system_libraries)
-    manifest["runtime"] = runtime
-    if recipe.stand_in:
-        manifest["x-stand-in"] = True
-    manifest["elf"] = records
-    if config.torch.git_version is None:
-        del manifest["torch"]["git_version"]
     if config.torch.cxx11_abi is None:
         raise ManifestError("cannot tell the installed torch's C++ ABI", config.torch_lib / "libc10.so",
                             "reinstall torch")
-    return manifest
+    vendor = config.vendor
+    return Compatibility(
+        schema_version=preflight_schema.SCHEMA_VERSION,
+        platform=recipe.platform,
+        wheel=Wheel(name=name, version=version, tags=tuple(repaired.tags), filename=filename),
+        bundle=Bundle(kind=recipe.kind, directory=recipe.bundle.directory),
+        torch=Torch(version=config.torch.version, cxx11_abi=config.torch.cxx11_abi,
+                    requirement=config.torch_requirement, git_version=config.torch.git_version),
+        sdk=_sdk(config),
+        requirements=tuple(config.requires_dist),
+        floors=Floors(glibc=version_floor(infos, "GLIBC"), glibcxx=version_floor(infos, "GLIBCXX")),
+        runtime=Runtime(
+            directories=tuple(RuntimeDirectory(path=rd.path, env=rd.env, libraries=tuple(rd.libraries))
+                              for rd in recipe.runtime),
+            prefixes=tuple(recipe.prefixes) or None,
+            system_libraries=tuple(recipe.system_libraries) or None,
+        ),
+        elf=tuple(records),
+        vendor_torch=None if vendor is None else VendorTorch(
+            version=vendor.info.version, source=vendor.source, git_version=vendor.info.git_version or None),
+        companions=Companions(**config.companions),
+        extensions={STAND_IN: True} if recipe.stand_in else {},
+    )
 
 
-def write_manifest(config: Config, staged: Staged, repaired: Repaired, filename: str) -> dict[str, Any]:
+def write_manifest(config: Config, staged: Staged, repaired: Repaired, filename: str) -> Compatibility:
     manifest = build_manifest(config, staged, repaired, filename)
-    validate_manifest(manifest)
+    document = manifest.to_json()
+    validate_manifest(document)
     target = staged.root / MANIFEST_PATH
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(manifest, indent=2) + "\n")
+    target.write_text(json.dumps(document, indent=2) + "\n")
     return manifest

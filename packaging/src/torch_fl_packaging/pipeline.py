@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torch_fl_preflight.compatibility import Compatibility
+
 from .build import BuiltWheel, build
 from .bundle import Staged, bundle
 from .configure import Config, configure
@@ -134,7 +136,7 @@ def _publish(src: Path, out_dir: Path) -> Path:
 
 
 def assemble(config: Config, built: BuiltWheel, work: Path, reporter: Reporter, *,
-             jobs: int | None = None) -> tuple[Staged, Repaired, dict[str, Any], Path]:
+             jobs: int | None = None) -> tuple[Staged, Repaired, Compatibility, Path]:
     """bundle -> repair -> manifest -> write: from the built wheel to the final one in ``work``."""
     patcher = ElfPatcher(config.patchelf)
     with reporter.stage("bundle"):
@@ -149,7 +151,7 @@ def assemble(config: Config, built: BuiltWheel, work: Path, reporter: Reporter, 
     with reporter.stage("write", total=total):
         write_wheel(staged.root, staged.dist_info, final, level=config.compress_level,
                     epoch=config.source_date_epoch, workers=jobs,
-                    digests={r["path"]: r["sha256"] for r in manifest["elf"]},
+                    digests={r.path: r.sha256 for r in manifest.elf},
                     progress=reporter.advance)
     return staged, repaired, manifest, final
 
@@ -181,7 +183,7 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
-    by_path = {r["path"]: r for r in manifest["elf"]}
+    by_path = {r.path: r for r in manifest.elf}
     return {
         "platform": config.recipe.platform,
         "kind": config.recipe.kind,
@@ -195,7 +197,7 @@ def run(options: Options, reporter: Reporter) -> dict[str, Any]:
         "requirements": list(config.requirements),
         "extras": {name: list(reqs) for name, reqs in config.extras.items()},
         "companions": dict(config.companions),
-        "bundled": [{"path": rel, "source": by_path[rel].get("source"), "size": by_path[rel]["size"]}
+        "bundled": [{"path": rel, "source": by_path[rel].source, "size": by_path[rel].size}
                     for rel in staged.bundled],
         "grafted": [{"path": rel, "source": src} for rel, src in repaired.grafted.items()],
         "verify": {"members": verified.members, "elf_records": verified.elf_records,
