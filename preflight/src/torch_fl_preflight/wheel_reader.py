@@ -65,7 +65,7 @@ class WheelArchive:
             raise WheelError(
                 f"{path} is a directory, not a wheel file", f"pass the .whl files in it, e.g. --wheel {path}/*.whl"
             ) from exc
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError, EOFError) as exc:
             raise WheelError(
                 f"{path} is not a readable zip archive ({exc})",
                 "the download or build is truncated or corrupt; fetch or build it again",
