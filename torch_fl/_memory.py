@@ -37,27 +37,24 @@ def memory_stats_as_nested_dict(index: int) -> dict[str, Any]:
     return nested
 
 
-def _format_size(size: int, reference: int) -> str:
-    """CUDA's summary format: the unit is chosen by the row's first value, the number is truncated to it."""
-    units = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
-    unit = units[0]
-    ref = float(reference)
+def _scaled(value: int, reference: int, units: tuple[str, ...], base: int, threshold: int) -> tuple[int, str]:
+    """CUDA's summary scaling: the unit is chosen by the row's first value, the number is truncated to it."""
+    unit, ref = units[0], float(reference)
     for nxt in units[1:]:
-        if ref < 768 * 1024:
+        if ref < threshold:
             break
-        unit, size, ref = nxt, size // 1024, ref / 1024
-    return f"{size:6d} {unit}"
+        unit, value, ref = nxt, value // base, ref / base
+    return value, unit
+
+
+def _format_size(size: int, reference: int) -> str:
+    value, unit = _scaled(size, reference, ("B  ", "KiB", "MiB", "GiB", "TiB", "PiB"), 1024, 768 * 1024)
+    return f"{value:6d} {unit}"
 
 
 def _format_count(count: int, reference: int) -> str:
-    units = [" ", "K", "M"]
-    unit = units[0]
-    ref = float(reference)
-    for nxt in units[1:]:
-        if ref < 750 * 1000:
-            break
-        unit, count, ref = nxt, count // 1000, ref / 1000
-    return f"{count:7d} {unit} "
+    value, unit = _scaled(count, reference, (" ", "K", "M"), 1000, 750 * 1000)
+    return f"{value:7d} {unit} "
 
 
 _Formatter = Callable[[int, int], str]

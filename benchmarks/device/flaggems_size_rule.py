@@ -13,26 +13,16 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import timeit
-from collections.abc import Callable
 
 import torch
 from _report import emit_json
+from dispatch_overhead import per_call_us
 
 import torch_fl  # noqa: F401  (the flagos device)
 from torch_fl.flaggems import provider
 from torch_fl.flaggems.kernels import _Kernel, plan_for
 from torch_fl.flaggems.op_table import FlagGemsEntry
 from torch_fl.flaggems.size_rules import parse
-
-
-def per_call_us(fn: Callable[[], object], number: int, repeats: int) -> tuple[float, float]:
-    """(median, best) microseconds per call."""
-    for _ in range(number):
-        fn()
-    times = [t / number * 1e6 for t in timeit.repeat(fn, number=number, repeat=repeats)]
-    return statistics.median(times), min(times)
 
 
 def main() -> int:

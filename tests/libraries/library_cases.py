@@ -322,6 +322,13 @@ def compare(actual: Run, expected: Run, *, rtol: float = 1e-2, atol: float = 5e-
                                    msg=lambda m, name=name: f"final {name}: {m}")
 
 
+def check(name: str, actual: Run, expected: Run) -> None:
+    """compare() the two runs, then print their largest differences (the tier's table reads them)."""
+    compare(actual, expected)
+    loss, weight = largest_differences(actual, expected)
+    print(f"{name}: largest loss difference {loss:.3g}, largest weight difference {weight:.3g}")
+
+
 # name: (library, model, steps, run)
 LOOPS: dict[str, tuple[str, str, int, Callable[..., Run]]] = {
     **{name: (lib, model, VISION_STEPS, lambda device, state=None, name=name: run_vision(name, device, state))

@@ -8,17 +8,14 @@ import pytest
 
 pytest.importorskip("accelerate", reason="the library tier needs accelerate (ci/requirements-test.txt)")
 
-from library_cases import accelerate_device, compare, largest_differences, run_accelerate  # noqa: E402
+from library_cases import accelerate_device, check, run_accelerate  # noqa: E402
 
 pytestmark = pytest.mark.libraries
 
 
 def test_accelerate_training_matches_cpu() -> None:
     expected = run_accelerate("cpu")
-    actual = run_accelerate("flagos")
-    compare(actual, expected)
-    loss, weight = largest_differences(actual, expected)
-    print(f"accelerate: largest loss difference {loss:.3g}, largest weight difference {weight:.3g}")
+    check("accelerate", run_accelerate("flagos"), expected)
 
 
 def test_without_the_setting_accelerate_chooses_the_cpu() -> None:

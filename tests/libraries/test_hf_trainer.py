@@ -9,17 +9,14 @@ import pytest
 pytest.importorskip("transformers", reason="the library tier needs transformers (ci/requirements-test.txt)")
 pytest.importorskip("accelerate", reason="Trainer needs accelerate (ci/requirements-test.txt)")
 
-from library_cases import accelerate_device, compare, largest_differences, run_trainer  # noqa: E402
+from library_cases import accelerate_device, check, run_trainer  # noqa: E402
 
 pytestmark = pytest.mark.libraries
 
 
 def test_trainer_matches_cpu() -> None:
     expected = run_trainer("cpu")
-    actual = run_trainer("flagos")
-    compare(actual, expected)
-    loss, weight = largest_differences(actual, expected)
-    print(f"Trainer: largest loss difference {loss:.3g}, largest weight difference {weight:.3g}")
+    check("Trainer", run_trainer("flagos"), expected)
 
 
 def test_bf16_argument_is_refused_off_the_devices_transformers_names(tmp_path: object) -> None:

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("lightning", reason="the library tier needs lightning (ci/requirements-test.txt)")
 
 import torch  # noqa: E402
-from library_cases import compare, largest_differences, run_lightning  # noqa: E402
+from library_cases import check, run_lightning  # noqa: E402
 
 pytestmark = [
     pytest.mark.libraries,
@@ -20,10 +20,7 @@ pytestmark = [
 
 def test_lightning_fit_matches_cpu() -> None:
     expected = run_lightning("cpu")
-    actual = run_lightning("flagos")
-    compare(actual, expected)
-    loss, weight = largest_differences(actual, expected)
-    print(f"Lightning: largest loss difference {loss:.3g}, largest weight difference {weight:.3g}")
+    check("Lightning", run_lightning("flagos"), expected)
 
 
 def test_registered_accelerator_is_chosen_by_name() -> None:
