@@ -70,8 +70,9 @@ else:
 
 # A runtime setting it cannot use (FLAGOS_HOST_DEVICES=two) leaves the runtime with no device; the
 # runtime raises its message on the first flagos use, and import says it once, here.
-if _C._configuration_error():
-    _env.warn_setting(f"{_C._configuration_error()}; flagos is unusable in this process")
+_runtime_error = _C._configuration_error()
+if _runtime_error:
+    _env.warn_setting(f"{_runtime_error}; flagos is unusable in this process")
 
 routing.install_from_env(_C._platform(), log_dispatch=os.environ.get("FLAGOS_LOG_DISPATCH", "0") == "1")
 
