@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Union
+from typing import Any
 
 import torch
 
-from torch_fl import _C, _device_facts, _memory
+from torch_fl import _C, _device_facts
+from torch_fl._device_index import DeviceLike as _DeviceLike
+from torch_fl._device_index import device_index as _index
 
 __all__ = [
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device", "synchronize",
@@ -25,25 +27,11 @@ __all__ = [
     "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
     "memory_stats_as_nested_dict", "memory_summary", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
-    "reset_max_memory_allocated", "empty_cache", "mem_get_info",
+    "reset_max_memory_allocated", "empty_cache", "mem_get_info", "set_per_process_memory_fraction",
+    "get_per_process_memory_fraction", "memory_snapshot", "memory",
     "get_amp_supported_dtype",
     "CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
 ]
-
-_DeviceLike = Union[torch.device, str, int, None]
-
-
-def _index(device: _DeviceLike = None) -> int:
-    """Device index of ``device`` (None: the current device)."""
-    if device is None:
-        return current_device()
-    if isinstance(device, int):
-        return device
-    d = torch.device(device)
-    if d.type != "flagos":
-        raise ValueError(f"expected a flagos device, got {d}")
-    return current_device() if d.index is None else d.index
-
 
 def is_available() -> bool:
     return _C._device_count() > 0
@@ -253,60 +241,15 @@ def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
         g.set_state(s)
 
 
-# ---- memory -----------------------------------------------------------------
+# ---- memory: torch.flagos.memory, as torch.cuda.memory -------------------------
 
-def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
-    """The allocator's statistics for ``device`` with ``torch.cuda.memory_stats``'s flat keys
-    (``allocated_bytes.all.peak``, ``reserved_bytes.large_pool.current``, ``num_alloc_retries``, ...)."""
-    return _memory.memory_stats(_index(device))
-
-
-def memory_stats_as_nested_dict(device: _DeviceLike = None) -> dict[str, Any]:
-    """``memory_stats`` as nested dictionaries (``["allocated_bytes"]["all"]["peak"]``), as torch.cuda's."""
-    return _memory.memory_stats_as_nested_dict(_index(device))
-
-
-def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str:
-    """The table ``torch.cuda.memory_summary`` prints, for a flagos device."""
-    return _memory.memory_summary(_index(device), _C._platform(), abbreviated)
-
-
-def memory_allocated(device: _DeviceLike = None) -> int:
-    return int(memory_stats(device).get("allocated_bytes.all.current", 0))
-
-
-def max_memory_allocated(device: _DeviceLike = None) -> int:
-    return int(memory_stats(device).get("allocated_bytes.all.peak", 0))
-
-
-def memory_reserved(device: _DeviceLike = None) -> int:
-    return int(memory_stats(device).get("reserved_bytes.all.current", 0))
-
-
-def max_memory_reserved(device: _DeviceLike = None) -> int:
-    return int(memory_stats(device).get("reserved_bytes.all.peak", 0))
-
-
-def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
-    _C._reset_peak_memory_stats(_index(device))
-
-
-def reset_accumulated_memory_stats(device: _DeviceLike = None) -> None:
-    _C._reset_accumulated_memory_stats(_index(device))
-
-
-def reset_max_memory_allocated(device: _DeviceLike = None) -> None:
-    """torch.cuda's older name: resets every peak statistic, as ``reset_peak_memory_stats``."""
-    reset_peak_memory_stats(device)
-
-
-def empty_cache() -> None:
-    _C._empty_cache()
-
-
-def mem_get_info(device: _DeviceLike = None) -> tuple[int, int]:
-    """(free, total) bytes of ``device``."""
-    return _C._mem_get_info(_index(device))
+from torch_fl import memory  # noqa: E402
+from torch_fl.memory import (  # noqa: E402
+    empty_cache, get_per_process_memory_fraction, max_memory_allocated, max_memory_reserved, mem_get_info,
+    memory_allocated, memory_reserved, memory_snapshot, memory_stats, memory_stats_as_nested_dict, memory_summary,
+    reset_accumulated_memory_stats, reset_max_memory_allocated, reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
 
 
 # ---- AMP --------------------------------------------------------------------

@@ -21,6 +21,7 @@
 #include "aten/kernels/NativeOps.h"
 #include "aten/routing/Routing.h"
 #include "distributed/Python.h"
+#include "python/MemoryControls.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
 #include "runtime/FlagosGenerator.h"
@@ -378,6 +379,7 @@ PyMODINIT_FUNC PyInit__C(void) {
   torch_fl::register_hooks();
   torch_fl::aten::register_kernel_device_routes();
   PyObject* module = PyModule_Create(&module_def);
+  if (module != nullptr) torch_fl::python::add_memory_controls(module);
 #if defined(FLAGOS_PLATFORM_CUDA)
   if (module != nullptr) torch_fl::python::add_graph_capture(module);
 #endif

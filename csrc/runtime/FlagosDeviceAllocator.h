@@ -10,6 +10,8 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Storage.h>
 
+#include <vector>
+
 namespace torch_fl {
 
 class FlagosDeviceAllocator final : public c10::DeviceAllocator {
@@ -30,6 +32,16 @@ class FlagosDeviceAllocator final : public c10::DeviceAllocator {
 
   // Allocation on an explicit device (used by the hooks to resize storages).
   c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+
+  // torch.flagos.set_per_process_memory_fraction: the share (0..1) of `device`'s memory that this process's
+  // reserved blocks may reach; an allocation beyond it frees the cache, then raises OutOfMemoryError.
+  void set_memory_fraction(double fraction, c10::DeviceIndex device);
+  double memory_fraction(c10::DeviceIndex device);
+
+  // Every block the allocator holds, as torch.cuda.memory_snapshot's segments, with the stacks
+  // runtime/MemoryHistory.h kept; only where the allocator owns its blocks (not on cuda, whose
+  // blocks CUDA's own snapshot describes).
+  std::vector<c10::CachingDeviceAllocator::SegmentInfo> snapshot_segments();
 };
 
 FlagosDeviceAllocator& device_allocator();

@@ -5,10 +5,13 @@
 #include "runtime/FlagosDeviceAllocator.h"
 
 #include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <optional>
 #include <mutex>
 
@@ -79,6 +82,36 @@ void FlagosDeviceAllocator::resetPeakStats(c10::DeviceIndex device) { cuda_alloc
 
 std::pair<size_t, size_t> FlagosDeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {
   return runtime::memory_info(device);
+}
+
+namespace {
+// What set_memory_fraction last gave CUDA's allocator per device (asking CUDA back needs a newer torch).
+std::array<std::atomic<double>, 64>& fractions() {
+  static auto* all = [] {
+    auto* a = new std::array<std::atomic<double>, 64>();
+    for (auto& f : *a) f.store(1.0);
+    return a;
+  }();
+  return *all;
+}
+}  // namespace
+
+void FlagosDeviceAllocator::set_memory_fraction(double fraction, c10::DeviceIndex device) {
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0, "invalid memory fraction ", fraction,
+              ": give a share of the device's memory between 0 and 1");
+  runtime::check_device_index(device);
+  cuda_allocator();  // initialised, so that CUDA's allocator has its per-device state
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device);
+  fractions()[device].store(fraction);
+}
+
+double FlagosDeviceAllocator::memory_fraction(c10::DeviceIndex device) {
+  runtime::check_device_index(device);
+  return fractions()[device].load();
+}
+
+std::vector<c10::CachingDeviceAllocator::SegmentInfo> FlagosDeviceAllocator::snapshot_segments() {
+  TORCH_CHECK(false, "flagos blocks are CUDA's on this platform: take torch.cuda.memory._snapshot()");
 }
 
 FlagosDeviceAllocator& device_allocator() {

@@ -11,6 +11,7 @@
 #include <c10/util/Exception.h>
 
 #include "runtime/DeviceRuntime.h"
+#include "runtime/MemoryHistory.h"
 
 namespace torch_fl {
 
@@ -42,13 +43,18 @@ void update(c10::CachingAllocator::StatArray& stats, size_t amount, bool increas
 struct Block {
   size_t size;       // rounded size, what the runtime holds
   size_t requested;  // what the caller asked for
+  std::shared_ptr<c10::GatheredContext> context;  // its allocation's stack, while memory history is on
 };
+
+using memory_history::Action;
 
 struct DeviceCache {
   std::mutex mutex;
   std::multimap<size_t, void*> free_blocks;        // rounded size -> block
   std::unordered_map<void*, Block> live_blocks;    // handed out
   DeviceStats stats;
+  // set_per_process_memory_fraction: the share of the device's memory the reserved blocks may reach.
+  double memory_fraction = 1.0;
 
   // Gives every cached block back to the runtime.  Called with `mutex` held.
   void release_cached();
@@ -65,6 +71,7 @@ std::unordered_map<void*, c10::DeviceIndex>& owners() {
 void DeviceCache::release_cached() {
   std::lock_guard<std::mutex> owner_lock(owner_mutex);
   for (auto& [size, ptr] : free_blocks) {
+    memory_history::record(owners()[ptr], Action::SEGMENT_FREE, reinterpret_cast<size_t>(ptr), size, nullptr);
     runtime::free_device(ptr);
     owners().erase(ptr);
     update(stats.reserved_bytes, size, false, size);
@@ -117,12 +124,17 @@ void free_block(void* ptr) {
     TORCH_INTERNAL_ASSERT(it != owners().end(), "flagos allocator: freeing an unknown pointer");
     device = it->second;
   }
+  auto context = memory_history::context_for(Action::FREE_REQUESTED);
   auto& cache = caches()[device];
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto it = cache.live_blocks.find(ptr);
   TORCH_INTERNAL_ASSERT(it != cache.live_blocks.end());
-  const Block block = it->second;
+  const Block block = std::move(it->second);
   cache.live_blocks.erase(it);
+  // The host runtime's streams complete in order before a free returns: the block is free at once.
+  const auto addr = reinterpret_cast<size_t>(ptr);
+  memory_history::record(device, Action::FREE_REQUESTED, addr, block.size, context);
+  memory_history::record(device, Action::FREE_COMPLETED, addr, block.size, std::move(context));
   update(cache.stats.allocated_bytes, block.size, false, block.size);
   update(cache.stats.requested_bytes, block.requested, false, block.size);
   update(cache.stats.active_bytes, block.size, false, block.size);
@@ -130,6 +142,58 @@ void free_block(void* ptr) {
   update(cache.stats.active, 1, false, block.size);
   cache.free_blocks.emplace(block.size, ptr);
   report_to_profiler(ptr, -static_cast<int64_t>(block.size), cache.stats, device);
+}
+
+// A new block of `size` bytes from the runtime for `cache` (its mutex held), within the device's memory
+// fraction; frees the cache and retries once before it raises OutOfMemoryError.  `context`: the request's
+// stack for the memory history (gathered before the lock).
+void* new_segment(DeviceCache& cache, c10::DeviceIndex device, size_t size,
+                  const std::shared_ptr<c10::GatheredContext>& context) {
+  const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+  // The device's capacity is asked only under a fraction: an allocation makes no other runtime call.
+  const bool limited = cache.memory_fraction < 1.0;
+  const size_t allowed = limited ? static_cast<size_t>(cache.memory_fraction *
+                                                       static_cast<double>(runtime::memory_info(device).second))
+                                 : SIZE_MAX;
+  auto within_fraction = [&] {
+    return !limited || static_cast<size_t>(cache.stats.reserved_bytes[agg].current) + size <= allowed;
+  };
+  auto try_malloc = [&]() -> void* {
+    if (!within_fraction()) return nullptr;
+    const auto previous = runtime::current_device();
+    if (previous != device) runtime::set_device(device);
+    void* ptr = runtime::malloc_device(size);
+    if (previous != device) runtime::set_device(previous);
+    return ptr;
+  };
+  void* ptr = try_malloc();
+  if (ptr == nullptr && !cache.free_blocks.empty()) {
+    cache.stats.num_alloc_retries += 1;
+    cache.release_cached();
+    ptr = try_malloc();
+  }
+  if (ptr == nullptr) {
+    cache.stats.num_ooms += 1;
+    const auto [free_bytes, total_bytes] = runtime::memory_info(device);
+    memory_history::record(device, Action::OOM, free_bytes, size, context);
+    std::string limit = "free tensors or raise FLAGOS_HOST_MEMORY_LIMIT";
+    if (!within_fraction()) {
+      char fraction[32];
+      std::snprintf(fraction, sizeof(fraction), "%g", cache.memory_fraction);
+      limit = "this process may reserve " + format_bytes(allowed) + " of it (set_per_process_memory_fraction(" +
+              fraction + ")); free tensors or raise the fraction";
+    }
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "flagos:", static_cast<int>(device),
+                     " out of memory: tried to allocate ", format_bytes(size), " (device capacity ",
+                     format_bytes(total_bytes), ", ", format_bytes(free_bytes), " free, ",
+                     format_bytes(cache.stats.allocated_bytes[agg].current), " allocated by tensors, ",
+                     format_bytes(cache.stats.reserved_bytes[agg].current), " reserved); ", limit);
+  }
+  update(cache.stats.reserved_bytes, size, true, size);
+  update(cache.stats.segment, 1, true, size);
+  std::lock_guard<std::mutex> owner_lock(owner_mutex);
+  owners()[ptr] = device;
+  return ptr;
 }
 
 }  // namespace
@@ -143,6 +207,7 @@ c10::DataPtr FlagosDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t 
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
   auto& cache = cache_of(device);
   const size_t size = round_size(nbytes);
+  auto context = memory_history::context_for(Action::ALLOC);
   void* ptr = nullptr;
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
@@ -154,32 +219,11 @@ c10::DataPtr FlagosDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t 
       block_size = it->first;
       cache.free_blocks.erase(it);
     } else {
-      const auto previous = runtime::current_device();
-      if (previous != device) runtime::set_device(device);
-      ptr = runtime::malloc_device(size);
-      if (ptr == nullptr && !cache.free_blocks.empty()) {
-        cache.stats.num_alloc_retries += 1;
-        cache.release_cached();
-        ptr = runtime::malloc_device(size);
-      }
-      if (previous != device) runtime::set_device(previous);
-      if (ptr == nullptr) {
-        cache.stats.num_ooms += 1;
-        const auto [free_bytes, total_bytes] = runtime::memory_info(device);
-        const auto& agg = static_cast<size_t>(StatType::AGGREGATE);
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "flagos:", static_cast<int>(device),
-                         " out of memory: tried to allocate ", format_bytes(size), " (device capacity ",
-                         format_bytes(total_bytes), ", ", format_bytes(free_bytes), " free, ",
-                         format_bytes(cache.stats.allocated_bytes[agg].current), " allocated by tensors, ",
-                         format_bytes(cache.stats.reserved_bytes[agg].current),
-                         " reserved); free tensors or raise FLAGOS_HOST_MEMORY_LIMIT");
-      }
-      update(cache.stats.reserved_bytes, size, true, size);
-      update(cache.stats.segment, 1, true, size);
-      std::lock_guard<std::mutex> owner_lock(owner_mutex);
-      owners()[ptr] = device;
+      ptr = new_segment(cache, device, size, context);
+      memory_history::record(device, Action::SEGMENT_ALLOC, reinterpret_cast<size_t>(ptr), size, context);
     }
-    cache.live_blocks.emplace(ptr, Block{block_size, nbytes});
+    cache.live_blocks.emplace(ptr, Block{block_size, nbytes, context});
+    memory_history::record(device, Action::ALLOC, reinterpret_cast<size_t>(ptr), block_size, std::move(context));
     update(cache.stats.allocated_bytes, block_size, true, block_size);
     update(cache.stats.requested_bytes, nbytes, true, block_size);
     update(cache.stats.active_bytes, block_size, true, block_size);
@@ -239,6 +283,49 @@ void FlagosDeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
 
 std::pair<size_t, size_t> FlagosDeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {
   return runtime::memory_info(device);
+}
+
+void FlagosDeviceAllocator::set_memory_fraction(double fraction, c10::DeviceIndex device) {
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0, "invalid memory fraction ", fraction,
+              ": give a share of the device's memory between 0 and 1");
+  auto& cache = cache_of(device);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.memory_fraction = fraction;
+}
+
+double FlagosDeviceAllocator::memory_fraction(c10::DeviceIndex device) {
+  auto& cache = cache_of(device);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.memory_fraction;
+}
+
+std::vector<c10::CachingDeviceAllocator::SegmentInfo> FlagosDeviceAllocator::snapshot_segments() {
+  // Every block the runtime handed out is a segment of its own (this allocator never splits one).
+  std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;
+  const auto count = runtime::device_count();
+  for (c10::DeviceIndex device = 0; device < count; ++device) {
+    auto& cache = caches()[device];
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto add = [&](void* ptr, size_t size, const Block* live) {
+      auto& segment = segments.emplace_back();
+      segment.device = device;
+      segment.address = reinterpret_cast<size_t>(ptr);
+      segment.total_size = size;
+      segment.requested_size = live != nullptr ? live->requested : 0;
+      segment.allocated_size = live != nullptr ? size : 0;
+      segment.active_size = segment.allocated_size;
+      segment.is_large = size > kSmallSize;
+      auto& block = segment.blocks.emplace_back();
+      block.size = size;
+      block.requested_size = segment.requested_size;
+      block.allocated = block.active = live != nullptr;
+      if (live != nullptr) block.context_when_allocated = live->context;
+      segment.context_when_allocated = block.context_when_allocated;
+    };
+    for (const auto& [ptr, block] : cache.live_blocks) add(ptr, block.size, &block);
+    for (const auto& [size, ptr] : cache.free_blocks) add(ptr, size, nullptr);
+  }
+  return segments;
 }
 
 FlagosDeviceAllocator& device_allocator() {
