@@ -228,6 +228,22 @@ def _gpu_op_host_cost(r: Report) -> Lines:
             *_table(["op", "native µs", "flagos µs", "extra µs", "ratio"], rows)]
 
 
+def _fp8_emulation(r: Report) -> Lines:
+    sides = r["sides"]
+    m = r["model"]
+    steps = range(0, m["steps"], max(1, m["steps"] // 5))
+    loss_rows = [[f"step {i + 1}", *(_n(s["losses"][i], 5) for s in sides.values())] for i in steps]
+    loss_rows.append(["largest relative difference", "—",
+                      *(_n(s["max_rel_loss_difference"], 6) for n, s in sides.items() if n != "kernel device")])
+    error_rows = [[case, *(f"{s['scaled_mm_rel_error'][case]:.2e}" for s in sides.values())]
+                  for case in next(iter(sides.values()))["scaled_mm_rel_error"]]
+    return [f"torchao Float8Linear MLP, {m['layers']} layers of {m['width']}, batch {m['batch']}, {m['steps']} AdamW "
+            f"steps; kernel device {r['kernel_device']}, the platform table's fp8: {r['platform_fp8']}.", "",
+            *_table(["loss", *sides], loss_rows), "",
+            "`_scaled_mm` (e4m3fn, float32 out) relative error against float64:", "",
+            *_table(["K", *sides], error_rows)]
+
+
 def _opinfo_cuda(r: Report) -> Lines:
     rows = [[dtype, v["run"], v["native_vs_cpu"], v["flagos_vs_cpu_where_native_passes"], v["flagos_vs_native"]]
             for dtype, v in r["table"].items()]
@@ -292,6 +308,9 @@ ENTRIES: dict[str, Entry] = {
                         f"python benchmarks/device/gpu_decode.py --runs 7 --out result.json {_GPU}", _gpu_decode),
     "gpu_op_host_cost": Entry("Host cost per call of decoding's operators",
                               f"python benchmarks/device/gpu_op_host_cost.py --out result.json {_GPU}", _gpu_op_host_cost),
+    "fp8_emulation": Entry("FP8 emulation against FP8 kernels",
+                           "python benchmarks/device/fp8_emulation.py --out result.json [--reference-python PY]",
+                           _fp8_emulation),
     "opinfo_cuda": Entry(
         "OpInfo tier against native CUDA",
         "python tests/opinfo/opinfo_table.py --reference cuda --reference-python PY --out opinfo-cuda.json",

@@ -40,6 +40,9 @@ REGISTRY: tuple[EnvVar, ...] = (
            "`1` routes every operator the installed `flag_gems` offers to provider `flaggems` (as `default = "
            "flaggems`): operators the routing file or `FLAGOS_OP_<op>` names keep their providers."),
     EnvVar("FLAGOS_LOG_DISPATCH", "`0`", "`1` logs every routed operator call and its provider to stderr."),
+    EnvVar("FLAGOS_FP8", "the platform table's `fp8` (`bundlers/<platform>.toml`)",
+           "`native` runs float8 matmuls (`_scaled_mm`) on the kernel device's own kernel, `emulated` on flagos's "
+           "float32 emulation (`torch_fl/fp8`)."),
     EnvVar("FLAGOS_HOST_DEVICES", "`2`", "Number of virtual devices of the emulated host runtime (1-64)."),
     EnvVar("FLAGOS_HOST_MEMORY_LIMIT", "no limit",
            "Per-device memory limit of the emulated host runtime: bytes or `K`/`M`/`G`/`T` (e.g. `512M`)."),

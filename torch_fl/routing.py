@@ -237,14 +237,18 @@ def install_from_env(platform: str, log_dispatch: bool) -> None:
     instead one warning line now, and the error itself on the first flagos use (``check_usable``).
     """
     global _unusable
+    from torch_fl import fp8
+
     try:
         table = load(platform)
+        fp8_mode = fp8.mode_from_env()
     except RoutingError as exc:
         _unusable = exc
         warn_setting(f"{exc}; flagos is unusable in this process ({exc.fix()})")
         return
     _unusable = None
     install(table, log_dispatch)
+    fp8.install(fp8_mode)
 
 
 def unusable() -> RoutingError | None:
