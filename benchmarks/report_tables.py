@@ -244,6 +244,20 @@ def _fp8_emulation(r: Report) -> Lines:
             *_table(["K", *sides], error_rows)]
 
 
+def _gpu_profiler_table(r: Report) -> Lines:
+    names = r["kernel_names"]
+    rows = [["operator calls", r["op_calls"]["native"], r["op_calls"]["flagos"], _n(r["op_calls_ratio"], 3)],
+            ["device time, µs", r["device_us"]["native"], r["device_us"]["flagos"], _n(r["device_time_ratio"], 3)],
+            ["kernels named", names["native"], names["flagos"], "—"]]
+    only = [f"only native: {', '.join(names['only_native']) or 'none'}; only flagos: "
+            f"{', '.join(names['only_flagos']) or 'none'}."]
+    return [f"One training step, median of {r['rounds']} profiled rounds; flagos as "
+            f"`activities=[CPU, PrivateUse1]` (device events {', '.join(r['device_types']['flagos'])}), native as "
+            f"`[CPU, CUDA]`.", "", *_table(["", "native", "flagos", "flagos / native"], rows), "", *only, "",
+            "flagos's `key_averages().table()`, first rows:", "", "```", *r["tables"]["flagos"].splitlines()[:14],
+            "```"]
+
+
 def _opinfo_cuda(r: Report) -> Lines:
     rows = [[dtype, v["run"], v["native_vs_cpu"], v["flagos_vs_cpu_where_native_passes"], v["flagos_vs_native"]]
             for dtype, v in r["table"].items()]
@@ -311,6 +325,9 @@ ENTRIES: dict[str, Entry] = {
     "fp8_emulation": Entry("FP8 emulation against FP8 kernels",
                            "python benchmarks/device/fp8_emulation.py --out result.json [--reference-python PY]",
                            _fp8_emulation),
+    "gpu_profiler_table": Entry("torch.profiler's table for one training step",
+                                f"python benchmarks/device/gpu_profiler_table.py --out result.json {_GPU}",
+                                _gpu_profiler_table),
     "opinfo_cuda": Entry(
         "OpInfo tier against native CUDA",
         "python tests/opinfo/opinfo_table.py --reference cuda --reference-python PY --out opinfo-cuda.json",

@@ -39,6 +39,8 @@ pytestmark = [
     pytest.mark.filterwarnings(r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated:FutureWarning"),
     # Lightning notes that torch's own CUDA is there while the trainer runs on its flagos accelerator: deliberate
     pytest.mark.filterwarnings("ignore:GPU available but not used"),
+    # ...and, on a machine with many cores, that the loops' in-process DataLoader could use workers
+    pytest.mark.filterwarnings("ignore:The 'train_dataloader' does not have many workers"),
 ]
 
 

@@ -12,7 +12,11 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity
 
-pytestmark = pytest.mark.gpu
+pytestmark = [
+    pytest.mark.gpu,
+    # torch 2.11's profiler notes once per process that it keeps only the current cycle's events
+    pytest.mark.filterwarnings("ignore:Warning. Profiler clears events at the end of each cycle:UserWarning"),
+]
 
 
 def _profile_training_step(**options: object) -> torch.profiler.profile:
@@ -52,8 +56,9 @@ def test_the_chrome_trace_links_kernels_to_their_operators(tmp_path) -> None:
 
 
 def test_profile_memory_records_the_steps_allocations() -> None:
-    prof = _profile_training_step(profile_memory=True)
-    memory = [e for e in prof.events() if e.name == "[memory]"]
-    # flagos blocks are CUDA's caching allocator's: it reports them as device memory, never as CPU memory.
-    assert any(e.device_memory_usage > 0 for e in memory) and any(e.device_memory_usage < 0 for e in memory)
-    assert all(e.cpu_memory_usage == 0 for e in memory)
+    averages = {e.key: e for e in _profile_training_step(profile_memory=True).key_averages()}
+    # flagos blocks are CUDA's caching allocator's: it reports them as device memory, never as CPU memory,
+    # against the operator that allocated them (a forward matmul's result).
+    for op in ("aten::addmm", "aten::mm"):
+        assert averages[op].self_device_memory_usage > 0, op
+        assert averages[op].self_cpu_memory_usage == 0, op
