@@ -3,6 +3,7 @@
 #pragma once
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/version.h>
 
 namespace torch_fl {
 
@@ -34,6 +35,12 @@ struct FlagosGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& stream) const override;
   void synchronizeDevice(const c10::DeviceIndex device_index) const override;
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override;
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10)
+  // torch.accelerator.get_device_capability.  A flagos tensor of any scalar type runs on its kernel device's
+  // kernels (CPU, CUDA), which take every one: all types, as the default capability says.
+  c10::DeviceCapability getDeviceCapability(c10::Device /*device*/) const override { return {}; }
+#endif
 };
 
 }  // namespace torch_fl

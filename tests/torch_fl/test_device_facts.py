@@ -67,6 +67,16 @@ def test_device_module_answers_what_torch_cuda_answers() -> None:
     names = ("get_device_properties", "get_device_capability", "is_bf16_supported", "mem_get_info", "init",
              "ipc_collect", "utilization", "memory_summary", "memory_stats", "memory_stats_as_nested_dict",
              "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "memory_allocated",
-             "max_memory_allocated", "memory_reserved", "max_memory_reserved")
+             "max_memory_allocated", "memory_reserved", "max_memory_reserved", "set_per_process_memory_fraction",
+             "get_per_process_memory_fraction", "memory_snapshot")
     assert [n for n in names if not callable(getattr(torch.flagos, n, None))] == []
     assert all(callable(getattr(torch.cuda, n)) for n in names)
+    history = ("_record_memory_history", "_snapshot", "_dump_snapshot")
+    assert [n for n in history if not callable(getattr(torch.flagos.memory, n, None))] == []
+    assert all(callable(getattr(torch.cuda.memory, n)) for n in history)
+
+
+def test_torch_accelerator_answers_the_device_capability() -> None:
+    supported = torch.accelerator.get_device_capability("flagos:0")["supported_dtypes"]
+    assert {torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2,
+            torch.complex64, torch.int64, torch.bool} <= supported
