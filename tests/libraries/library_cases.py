@@ -7,7 +7,8 @@ the reference device (the CPU here; native CUDA in tests/gpu/test_libraries_cuda
 interpreter, which imports this module without torch_fl) and compare the two.
 
 ``python tests/libraries/library_cases.py`` prints the tier's table for docs/libraries.md: each loop on
-flagos against the CPU, with the largest difference of a loss and of a final weight.
+flagos against the CPU, with the largest difference of a loss and of a final weight; with
+``--reference-python PY`` (the cuda platform) against native CUDA in that interpreter.
 """
 
 from __future__ import annotations
@@ -341,23 +342,52 @@ NEEDS = {"accelerate": "accelerate", "trainer": "accelerate", "lightning": "ligh
          **{name: spec[3] for name, spec in VISION.items()}}
 
 
-def table() -> str:
-    """The tier's table: each loop on flagos against the same loop on the CPU."""
+# name: how to make the loop's initial weights on the CPU, and the loop as module:function with its leading args
+_NATIVE: dict[str, tuple[Callable[[], dict[str, torch.Tensor]], str, tuple[str, ...]]] = {
+    **{name: (lambda name=name: vision_initial_state(name), "run_vision", (name,)) for name in VISION},
+    "accelerate": (mlp_initial_state, "run_accelerate", ()),
+    "trainer": (gpt2_initial_state, "run_trainer", ()),
+    "lightning": (mlp_initial_state, "run_lightning", ()),
+}
+
+
+def table(reference_python: str | None = None) -> str:
+    """The tier's table: each loop on flagos against the same loop on the CPU or, with ``reference_python`` (an
+    interpreter whose torch is a CUDA build), on native CUDA there, from the same initial weights."""
     import platform
 
-    lines = [f"torch {torch.__version__}, {platform.machine()}; flagos against the CPU, same seed and data.", "",
+    if reference_python is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
+        import reference
+    against = "native CUDA (the reference interpreter)" if reference_python else "the CPU"
+    lines = [f"torch {torch.__version__}, {platform.machine()}; flagos against {against}, same seed and data.", "",
              "| library | model | steps | largest loss difference | largest weight difference |",
              "|---|---|---|---|---|"]
     for name, (library, model, steps, run) in LOOPS.items():
         why = _unavailable(NEEDS[name])
+        if reference_python is not None and name == "trainer" and torch.cuda.is_available():
+            why = "with a CUDA build of torch in the process, TrainingArguments selects cuda (docs/libraries.md)"
         if why:
             lines.append(f"| {library} | {model} | {steps} | not run: {why} | |")
             continue
-        loss, weight = largest_differences(run("flagos"), run("cpu"))
+        if reference_python is None:
+            actual, expected = run("flagos"), run("cpu")
+        else:
+            make_state, function, leading = _NATIVE[name]
+            state = make_state()
+            actual = run("flagos", state)
+            expected = reference.call(f"library_cases:{function}", *leading, "cuda", state, python=reference_python,
+                                      paths=[Path(__file__).resolve().parent])
+        compare(actual, expected)
+        loss, weight = largest_differences(actual, expected)
         lines.append(f"| {library} | {model} | {steps} | {loss:.3g} | {weight:.3g} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
+    import argparse
+
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    print(table())
+    parser = argparse.ArgumentParser(description="The library tier's table for docs/libraries.md.")
+    parser.add_argument("--reference-python", help="against native CUDA in this interpreter (its torch a CUDA build)")
+    print(table(parser.parse_args().reference_python))
