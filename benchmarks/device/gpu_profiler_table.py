@@ -19,7 +19,7 @@ import sys
 
 import torch
 from _gpu_common import emit, parser, reference_python, require_flagos, share_cores
-from gpu_transformer import NativeTrainer, Trainer, serve_trainer
+from gpu_transformer import NativeTrainer, Trainer, alternate_profiles, serve_trainer
 
 
 def profile_step(trainer: Trainer) -> dict:
@@ -54,16 +54,7 @@ def main() -> int:
     share_cores()
     native = NativeTrainer(reference_python(args.reference_python), __file__)
     flagos = Trainer("flagos")
-    try:
-        for _ in range(3):
-            native.step()
-            flagos.step()
-        native_rounds, flagos_rounds = [], []
-        for _ in range(args.rounds):
-            native_rounds.append(native.ask("profile"))
-            flagos_rounds.append(profile_step(flagos))
-    finally:
-        native.close()
+    native_rounds, flagos_rounds = alternate_profiles(native, flagos, args.rounds, lambda: profile_step(flagos))
 
     def median(rounds: list[dict], key: str) -> float:
         return statistics.median(r[key] for r in rounds)

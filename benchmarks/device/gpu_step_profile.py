@@ -29,7 +29,7 @@ import gpu_transformer
 import torch
 from _gpu_common import emit, parser, reference_python, require_flagos, share_cores
 from gpu_compiled_transformer import CompiledTrainer
-from gpu_transformer import NativeTrainer, Trainer, serve_trainer
+from gpu_transformer import NativeTrainer, Trainer, alternate_profiles, serve_trainer
 
 
 def profile(trainer: Trainer, steps: int) -> dict:
@@ -140,16 +140,7 @@ def main() -> int:
     child_args += ["--compiled"] if args.compiled else []
     native = NativeTrainer(reference_python(args.reference_python), __file__, *child_args)
     flagos = make("flagos")
-    try:
-        for _ in range(3):
-            native.step()
-            flagos.step()
-        native_rounds, flagos_rounds = [], []
-        for _ in range(args.rounds):
-            native_rounds.append(native.ask("profile"))
-            flagos_rounds.append(profile(flagos, args.steps))
-    finally:
-        native.close()
+    native_rounds, flagos_rounds = alternate_profiles(native, flagos, args.rounds, lambda: profile(flagos, args.steps))
     native_best, flagos_best = fastest(native_rounds), fastest(flagos_rounds)
     return emit({
         "benchmark": "gpu_step_profile",

@@ -90,6 +90,23 @@ class NativeTrainer(ChildTrainer, NativeChild):
     """A native cuda Trainer in the reference interpreter running `script --native-child`."""
 
 
+def alternate_profiles(native: ChildTrainer, flagos: Trainer, rounds: int,
+                       profile_flagos: Callable[[], dict]) -> tuple[list[dict], list[dict]]:
+    """3 warm-up steps each, then `rounds` times the child's "profile" command and `profile_flagos()` in turn;
+    closes the child.  The two lists of reports, native first."""
+    try:
+        for _ in range(3):
+            native.step()
+            flagos.step()
+        native_rounds, flagos_rounds = [], []
+        for _ in range(rounds):
+            native_rounds.append(native.ask("profile"))
+            flagos_rounds.append(profile_flagos())
+    finally:
+        native.close()
+    return native_rounds, flagos_rounds
+
+
 def summary(times_ms: list[float], stats: dict[str, float]) -> dict[str, float]:
     step_ms = statistics.median(times_ms)
     return {"step_ms": round(step_ms, 2), "tokens_per_s": round(BATCH * SEQ / step_ms * 1000, 1), **stats}
