@@ -51,8 +51,7 @@ void configure(const Settings* settings) {
   enabled_flag().store(true);
 }
 
-std::shared_ptr<c10::GatheredContext> context_for(Action action) {
-  if (!enabled()) return nullptr;
+std::shared_ptr<c10::GatheredContext> gather_context(Action action) {
   Settings settings;
   {
     std::lock_guard<std::mutex> lock(state().mutex);
@@ -65,9 +64,8 @@ std::shared_ptr<c10::GatheredContext> context_for(Action action) {
   return wanted ? gather(settings) : nullptr;
 }
 
-void record(c10::DeviceIndex device, Action action, size_t addr, size_t size,
+void append(c10::DeviceIndex device, Action action, size_t addr, size_t size,
             std::shared_ptr<c10::GatheredContext> context) {
-  if (!enabled()) return;
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.settings.trace) return;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace torch_fl::memory_history {
@@ -46,15 +47,23 @@ inline std::atomic<bool>& enabled_flag() {
 }
 inline bool enabled() { return enabled_flag().load(std::memory_order_relaxed); }
 
+std::shared_ptr<c10::GatheredContext> gather_context(Action action);
+void append(c10::DeviceIndex device, Action action, size_t addr, size_t size,
+            std::shared_ptr<c10::GatheredContext> context);
+
 // The stack to keep for `action`, where the settings keep one, else nullptr.  For an alloc it is also the
 // live block's stack (context "state" and later).  Callers gather it before they take their own lock, as
 // CUDA's allocator does: gathering Python frames takes the GIL, and a thread holding the GIL may be waiting
-// for that lock.
-std::shared_ptr<c10::GatheredContext> context_for(Action action);
+// for that lock.  Inline, as record(): while nothing records, an allocation pays one load for each.
+inline std::shared_ptr<c10::GatheredContext> context_for(Action action) {
+  return enabled() ? gather_context(action) : nullptr;
+}
 
 // Appends an action on `device`'s trace (when the trace is on), with the stack context_for gave.
-void record(c10::DeviceIndex device, Action action, size_t addr, size_t size,
-            std::shared_ptr<c10::GatheredContext> context);
+inline void record(c10::DeviceIndex device, Action action, size_t addr, size_t size,
+                   std::shared_ptr<c10::GatheredContext> context) {
+  if (enabled()) append(device, action, addr, size, std::move(context));
+}
 
 // A copy of `device`'s trace, oldest first.
 std::vector<Entry> trace(c10::DeviceIndex device);

@@ -71,7 +71,7 @@ std::unordered_map<void*, c10::DeviceIndex>& owners() {
 void DeviceCache::release_cached() {
   std::lock_guard<std::mutex> owner_lock(owner_mutex);
   for (auto& [size, ptr] : free_blocks) {
-    memory_history::record(owners()[ptr], Action::SEGMENT_FREE, reinterpret_cast<size_t>(ptr), size, nullptr);
+    memory_history::record(owners().at(ptr), Action::SEGMENT_FREE, reinterpret_cast<size_t>(ptr), size, nullptr);
     runtime::free_device(ptr);
     owners().erase(ptr);
     update(stats.reserved_bytes, size, false, size);
