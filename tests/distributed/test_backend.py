@@ -43,6 +43,18 @@ def test_flccl_is_the_backend_of_the_flagos_device() -> None:
     assert list(dist.Backend._plugins).count("FLCCL") == 1
 
 
+@pytest.mark.parametrize(("backend", "named"), [("flccl", "flccl"), ("cpu:gloo,flagos:flccl", "cpu:gloo,flagos:flccl"),
+                                               (None, "undefined")])
+def test_get_backend_names_what_init_was_given(backend: str | None, named: str, world_of_one: None) -> None:
+    # dist.get_backend() is the backend string init_process_group was given, as for any device: "undefined"
+    # where none was (with CUDA too, PyTorch's Backend.UNDEFINED); the group's backends per device are in
+    # get_backend_config(), and the device's default in get_default_backend_for_device().
+    dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+    assert dist.get_backend() == named
+    assert "flagos:flccl" in dist.get_backend_config()
+    assert dist.get_default_backend_for_device("flagos") == "flccl"
+
+
 @pytest.mark.parametrize("backend", [None, "cpu:gloo,flagos:flccl", "flagos:flccl,cpu:gloo"])
 def test_init_process_group_gives_flccl_for_flagos_and_gloo_for_cpu(backend: str | None, world_of_one: None) -> None:
     dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
