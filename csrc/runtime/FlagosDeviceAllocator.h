@@ -46,12 +46,34 @@ class FlagosDeviceAllocator final : public c10::DeviceAllocator {
 
 FlagosDeviceAllocator& device_allocator();
 
-// A flagos allocation on `device` that shares (and keeps alive) the memory of
-// a kernel's storage; only where runtime::kernel_outputs_are_device_memory().
+// While one lives on a thread, the kernel device's allocations made there are flagos memory of `device` where
+// the runtime can make them so, and a kernel's results are then adopted as flagos tensors, never copied.
+// host: PyTorch's CPU allocator answers from the flagos allocator (runtime/host/HostDeviceAllocator.cpp);
+// cuda: nothing to do, CUDA's allocator hands out flagos memory already.
+class KernelAllocations {
+ public:
+  explicit KernelAllocations(c10::DeviceIndex device);
+  ~KernelAllocations();
+  KernelAllocations(const KernelAllocations&) = delete;
+  KernelAllocations& operator=(const KernelAllocations&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+};
+
+// Whether a kernel's allocation `memory` is flagos memory that a flagos tensor may own as it is: on cuda
+// every CUDA allocation (one pool); on host a block the flagos allocator served inside KernelAllocations.
+bool is_device_memory(const c10::DataPtr& memory);
+
+// A flagos allocation on `device` that shares (and keeps alive) the memory of a kernel's storage, which
+// is_device_memory() accepted.
 c10::DataPtr adopt_kernel_allocation(const c10::Storage& kernel_storage, c10::DeviceIndex device);
 
-// Makes `kernel_storage`, a kernel result's storage that nothing else holds, flagos memory of `device` in
-// place: no second storage and no wrapper per result; only where runtime::kernel_outputs_are_device_memory().
+// The kernel storage's DataPtr behind a flagos one that adopt_kernel_allocation() made, else `flagos` itself.
+const c10::DataPtr& kernel_memory_of(const c10::DataPtr& flagos);
+
+// Makes `kernel_storage`, a kernel result's storage that nothing else holds and whose memory
+// is_device_memory() accepted, flagos memory of `device` in place: no second storage, no wrapper per result.
 void adopt_kernel_storage_in_place(c10::StorageImpl& kernel_storage, c10::DeviceIndex device);
 
 // Gives `storage` a new block of `new_bytes` on its device, keeping the first

@@ -81,6 +81,32 @@ def test_an_op_allocates_its_result_once(op: str, allocations: int,
     assert allocations_per_run(call) == allocations
 
 
+@pytest.mark.parametrize("op", ["add", "mm", "softmax", "index_select"])
+def test_a_kernel_writes_its_result_into_flagos_memory(op: str, operands: tuple[torch.Tensor, torch.Tensor]) -> None:
+    # The host platform's kernels are PyTorch's CPU kernels; while one runs for flagos, PyTorch's CPU allocator
+    # serves it from the flagos allocator, so its result is adopted as it is: the profiler's memory events
+    # show the result's bytes as flagos memory and not a byte of CPU memory (no CPU buffer to copy from).
+    a, b = operands
+    index = torch.arange(0, 1024, 4, device="flagos")
+    call = {"add": lambda: a + b, "mm": lambda: a.view(32, 32) @ b.view(32, 32),
+            "softmax": lambda: torch.softmax(a, 0), "index_select": lambda: a.index_select(0, index)}[op]
+    call()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = call()
+    memory = [e for e in prof.events() if e.cpu_memory_usage or e.device_memory_usage]
+    assert sum(e.cpu_memory_usage for e in memory) == 0
+    assert sum(e.device_memory_usage for e in memory) >= result.numel() * result.element_size()
+    assert result.untyped_storage().device == a.device
+
+
+def test_cpu_tensors_keep_the_cpu_allocator() -> None:
+    # Outside flagos's kernels PyTorch's CPU allocator is the one it had: CPU tensors are CPU memory.
+    before = torch.flagos.memory_stats()["allocation.all.allocated"]
+    x = torch.randn(4096) + 1
+    assert torch.flagos.memory_stats()["allocation.all.allocated"] == before
+    assert x.untyped_storage().device.type == "cpu"
+
+
 def test_a_training_step_neither_synchronises_nor_switches_devices() -> None:
     # Forward, backward and an AdamW update on one device and one stream: autograd's engine sets its device
     # before every node and guards ask for the current device, but no call may switch it, record or wait on

@@ -15,6 +15,7 @@
 #include "aten/routing/Routing.h"
 #include "aten/device_check/SameDeviceCheck.h"
 #include "runtime/DeviceRuntime.h"
+#include "runtime/FlagosDeviceAllocator.h"
 #include "runtime/FlagosGenerator.h"
 
 namespace torch_fl::aten {
@@ -198,7 +199,11 @@ void run_on_kernel_device(const c10::OperatorHandle& op, torch::jit::Stack* stac
   }
   const auto lent_generator = substitute_generators(plan, *stack, first, device, kernel_type);
 
-  op.redispatchBoxed(kernel_dispatch_keys(), stack);
+  {
+    // The kernel's own allocations (its results) are flagos memory of the call's device, adopted below.
+    const KernelAllocations allocations(device.index());
+    op.redispatchBoxed(kernel_dispatch_keys(), stack);
+  }
 
   views.sync_written();
   const size_t num_returns = schema.returns().size();

@@ -89,6 +89,7 @@
 #include "aten/routing/Routing.h"
 #include "aten/device_check/SameDeviceCheck.h"
 #include "runtime/DeviceRuntime.h"
+#include "runtime/FlagosDeviceAllocator.h"
 
 namespace torch_fl::aten {
 
@@ -218,6 +219,11 @@ struct Unboxed<Op, R(A...)> {
     // Braced initialisation: the arguments convert left to right.
     std::tuple<KernelArgument<A>...> kernel_args{KernelArgument<A>(views, std::forward<A>(args))...};
     const auto run = [](auto&... a) -> decltype(auto) { return Op::redispatch(kernel_dispatch_keys(), a.get()...); };
+    const auto first = views.device();
+    const c10::Device device =
+        first.has_value() ? *first : c10::Device(c10::DeviceType::PrivateUse1, runtime::current_device());
+    // The kernel's own allocations (its results) are flagos memory of the call's device, adopted below.
+    const KernelAllocations allocations(device.index());
     if constexpr (std::is_void_v<R>) {
       std::apply(run, kernel_args);
       views.sync_written();
@@ -231,9 +237,6 @@ struct Unboxed<Op, R(A...)> {
     } else {
       R result = std::apply(run, kernel_args);
       views.sync_written();
-      const auto first = views.device();
-      const c10::Device device =
-          first.has_value() ? *first : c10::Device(c10::DeviceType::PrivateUse1, runtime::current_device());
       return KernelResult<R>::back(views, std::move(result), device);
     }
   }

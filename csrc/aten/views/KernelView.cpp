@@ -119,7 +119,7 @@ void sync_from_kernel_view(const at::Tensor& flagos_tensor, const at::Tensor& vi
     // The kernel resized the view: its bytes now live in memory it allocated.
     auto* impl = storage.unsafeGetStorageImpl();
     const size_t nbytes = view.storage().nbytes();
-    if (runtime::kernel_outputs_are_device_memory()) {
+    if (is_device_memory(view.storage().data_ptr())) {
       impl->set_data_ptr_noswap(adopt_kernel_allocation(view.storage(), flagos_tensor.device().index()));
     } else {
       auto fresh = device_allocator().allocate_on(flagos_tensor.device().index(), nbytes);
@@ -292,14 +292,14 @@ at::Tensor from_kernel_result(at::Tensor result, c10::Device device) {
   if (result._is_zerotensor()) {
     return efficient_zero_tensor(result.sym_sizes(), result.scalar_type(), std::nullopt, device, std::nullopt);
   }
-  if (!runtime::kernel_outputs_are_device_memory()) {
-    return to_device(result.device().type() == c10::kCPU ? std::move(result) : result.cpu(), device);
+  if (result.has_storage() && is_device_memory(result.storage().data_ptr())) {
+    return adopt_device_result(std::move(result), device);
   }
   // A device kernel's CPU result is a CPU tensor natively too -- the RNG seed and
   // offset of the attention kernels, which their backward reads on the host -- so
   // it stays one; moved to device memory, the backward would read a device pointer.
-  if (result.device().type() == c10::kCPU) return result;
-  return adopt_device_result(std::move(result), device);
+  if (runtime::kernel_outputs_are_device_memory()) return result;
+  return to_device(result.device().type() == c10::kCPU ? std::move(result) : result.cpu(), device);
 }
 
 at::Tensor alias_of_kernel_result(at::Tensor result, const c10::Storage& flagos_storage) {

@@ -30,17 +30,6 @@ c10::DeviceAllocator& cuda_allocator() {
   return *allocator;
 }
 
-// flagos memory is CUDA's caching allocator's own blocks, their DataPtrs relabelled to the flagos device
-// (the CUDA deleter frees them), or memory shared with a kernel result's storage (a c10::Storage kept alive
-// by the DataPtr) where that storage is still held elsewhere.
-void delete_shared_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
-
-// The CUDA DataPtr behind a flagos one, for CUDA's allocator (which recognises its blocks by their deleter).
-const c10::DataPtr& underlying(const c10::DataPtr& flagos) {
-  if (flagos.get_deleter() == &delete_shared_storage) return static_cast<const c10::Storage*>(flagos.get_context())->data_ptr();
-  return flagos;
-}
-
 }  // namespace
 
 c10::DataPtr FlagosDeviceAllocator::allocate(size_t nbytes) { return allocate_on(runtime::current_device(), nbytes); }
@@ -65,7 +54,8 @@ void FlagosDeviceAllocator::copy_data(void* dest, const void* src, std::size_t c
 void FlagosDeviceAllocator::emptyCache(c10::MempoolId_t mempool_id) { cuda_allocator().emptyCache(mempool_id); }
 
 void FlagosDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
-  cuda_allocator().recordStream(underlying(ptr), c10::Stream(c10::Stream::UNSAFE,
+  // CUDA's allocator recognises its blocks by their DataPtr: the kernel storage's, for shared memory.
+  cuda_allocator().recordStream(kernel_memory_of(ptr), c10::Stream(c10::Stream::UNSAFE,
                                                               c10::Device(c10::DeviceType::CUDA, stream.device_index()),
                                                               stream.id()));
 }
@@ -119,17 +109,9 @@ FlagosDeviceAllocator& device_allocator() {
   return allocator;
 }
 
-void adopt_kernel_storage_in_place(c10::StorageImpl& kernel_storage, c10::DeviceIndex device) {
-  c10::DataPtr memory = kernel_storage.set_data_ptr(c10::DataPtr());
-  memory.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, device));
-  kernel_storage.set_data_ptr_noswap(std::move(memory));
-  kernel_storage.set_allocator(&device_allocator());
-}
+KernelAllocations::KernelAllocations(c10::DeviceIndex device) : previous_(device) {}
+KernelAllocations::~KernelAllocations() = default;
 
-c10::DataPtr adopt_kernel_allocation(const c10::Storage& kernel_storage, c10::DeviceIndex device) {
-  void* ptr = const_cast<void*>(kernel_storage.data());
-  return c10::DataPtr(ptr, new c10::Storage(kernel_storage), &delete_shared_storage,
-                      c10::Device(c10::DeviceType::PrivateUse1, device));
-}
+bool is_device_memory(const c10::DataPtr& memory) { return memory.device().is_cuda(); }
 
 }  // namespace torch_fl
