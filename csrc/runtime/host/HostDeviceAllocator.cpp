@@ -8,7 +8,6 @@
 #include <unordered_map>
 
 #include <c10/core/Allocator.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
 #include "runtime/DeviceRuntime.h"
@@ -333,77 +332,5 @@ FlagosDeviceAllocator& device_allocator() {
   static FlagosDeviceAllocator allocator;
   return allocator;
 }
-
-// ---- kernel results in flagos memory ----------------------------------------------------------------
-//
-// The host runtime's device memory is host memory, so PyTorch's CPU kernels can write their results into
-// it: inside KernelAllocations, PyTorch's CPU allocator (this wrapper, installed over the one PyTorch had)
-// serves the calling thread from the flagos allocator, and from_kernel_result() adopts such a result in
-// place instead of copying it into a new flagos block.  Everywhere else, other threads included, every CPU
-// allocation is the previous allocator's, as before.
-
-namespace {
-
-thread_local c10::DeviceIndex kernel_allocation_device = -1;
-
-class KernelAwareCpuAllocator final : public c10::Allocator {
- public:
-  explicit KernelAwareCpuAllocator(c10::Allocator* cpu) : cpu_(cpu) {}
-
-  c10::DataPtr allocate(size_t nbytes) override {
-    const auto device = kernel_allocation_device;
-    if (device < 0 || nbytes == 0) return cpu_->allocate(nbytes);
-    // A flagos block labelled CPU: the kernel's CPU tensor owns it until its result is adopted.
-    auto memory = device_allocator().allocate_on(device, nbytes);
-    memory.unsafe_set_device(c10::Device(c10::kCPU));
-    return memory;
-  }
-
-  // The raw interface frees either kind: raw_allocate() may have been served from either.
-  c10::DeleterFnPtr raw_deleter() const override { return cpu_->raw_deleter() ? &free_either : nullptr; }
-
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    cpu_->copy_data(dest, src, count);
-  }
-
-  static void free_either(void* ptr) {
-    bool flagos;
-    {
-      std::lock_guard<std::mutex> lock(owner_mutex);
-      flagos = owners().count(ptr) != 0;
-    }
-    if (flagos) {
-      free_block(ptr);
-    } else {
-      instance()->cpu_->raw_deleter()(ptr);
-    }
-  }
-
-  static KernelAwareCpuAllocator* instance() {
-    static auto* wrapper = [] {
-      auto* w = new KernelAwareCpuAllocator(c10::GetCPUAllocator());
-      // Above the default CPU allocator's priority (0), so that it replaces it process-wide.
-      c10::SetCPUAllocator(w, /*priority=*/1);
-      return w;
-    }();
-    return wrapper;
-  }
-
- private:
-  c10::Allocator* cpu_;
-};
-
-const bool cpu_allocator_installed = KernelAwareCpuAllocator::instance() != nullptr;
-
-}  // namespace
-
-KernelAllocations::KernelAllocations(c10::DeviceIndex device) : previous_(kernel_allocation_device) {
-  // Only where PyTorch's CPU allocator is this wrapper (another library may have installed its own).
-  if (c10::GetCPUAllocator() == KernelAwareCpuAllocator::instance()) kernel_allocation_device = device;
-}
-
-KernelAllocations::~KernelAllocations() { kernel_allocation_device = previous_; }
-
-bool is_device_memory(const c10::DataPtr& memory) { return memory.get_deleter() == &free_block; }
 
 }  // namespace torch_fl
