@@ -94,11 +94,6 @@ def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
     return float(_C._memory_fraction(_index(device)))
 
 
-def _blocks_are_kernel_devices() -> bool:
-    """Whether the kernel device's allocator hands out flagos blocks and its torch module can describe them."""
-    return _device_facts.kernel_device_module() is not None
-
-
 def _record_memory_history(enabled: Literal["state", "all"] | None = "all",
                            context: Literal["state", "alloc", "all"] | None = "all",
                            stacks: Literal["python", "all"] = "all", max_entries: int = sys.maxsize,
@@ -107,10 +102,9 @@ def _record_memory_history(enabled: Literal["state", "all"] | None = "all",
     ``torch.cuda.memory._record_memory_history``: ``enabled="state"`` keeps the stacks of live blocks,
     ``"all"`` also a trace of every allocator action (the newest ``max_entries`` per device);
     ``context`` says which actions keep a stack; ``stacks="all"`` adds C++ frames to Python's."""
-    if _blocks_are_kernel_devices():
-        module = _device_facts.kernel_device_module()
-        module.memory._record_memory_history(enabled, context=context, stacks=stacks,  # type: ignore[union-attr]
-                                             max_entries=max_entries)
+    module = _device_facts.kernel_device_module()  # flagos blocks are its allocator's: its history has them
+    if module is not None:
+        module.memory._record_memory_history(enabled, context=context, stacks=stacks, max_entries=max_entries)
         return
     _C._record_memory_history(enabled, context, stacks, max_entries)
 
@@ -118,9 +112,9 @@ def _record_memory_history(enabled: Literal["state", "all"] | None = "all",
 def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:
     """The allocator's state and trace in ``torch.cuda.memory._snapshot``'s format: ``segments`` (each
     with its ``blocks``) and ``device_traces`` (one list of actions per device)."""
-    if _blocks_are_kernel_devices():
-        module = _device_facts.kernel_device_module()
-        return module.memory._snapshot()  # type: ignore[union-attr, no-any-return]
+    module = _device_facts.kernel_device_module()
+    if module is not None:
+        return module.memory._snapshot()  # type: ignore[no-any-return]
     snapshot: dict[str, Any] = _C._memory_snapshot()
     return snapshot
 

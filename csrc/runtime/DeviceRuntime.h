@@ -32,8 +32,9 @@ const char* platform_name() noexcept;
 // The device type whose PyTorch kernels run on this runtime's memory in place:
 // CPU for the host runtime (its device memory is host memory), CUDA for cuda.
 c10::DeviceType kernel_device_type() noexcept;
-// Whether the kernel device type's allocator hands out this runtime's device
-// memory (cuda: one pool), so kernel results are adopted instead of copied.
+// Whether every allocation of the kernel device type's allocator is this runtime's
+// device memory, wherever it is made (cuda: one pool).  Where not (host), a kernel's
+// allocations are device memory only inside KernelAllocations (FlagosDeviceAllocator.h).
 bool kernel_outputs_are_device_memory() noexcept;
 
 // A new random generator of the kernel device type for flagos device `device`

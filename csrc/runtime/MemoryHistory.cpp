@@ -44,11 +44,11 @@ void configure(const Settings* settings) {
   std::lock_guard<std::mutex> lock(s.mutex);
   s.traces.clear();
   if (settings == nullptr) {
-    enabled_flag().store(false);
+    recording.store(false);
     return;
   }
   s.settings = *settings;
-  enabled_flag().store(true);
+  recording.store(true);
 }
 
 std::shared_ptr<c10::GatheredContext> gather_context(Action action) {

@@ -41,11 +41,8 @@ struct Entry {
 void configure(const Settings* settings);
 
 // Whether anything is recorded: one relaxed load, so that allocations cost nothing while it is off.
-inline std::atomic<bool>& enabled_flag() {
-  static std::atomic<bool> flag{false};
-  return flag;
-}
-inline bool enabled() { return enabled_flag().load(std::memory_order_relaxed); }
+inline std::atomic<bool> recording{false};
+inline bool enabled() { return recording.load(std::memory_order_relaxed); }
 
 std::shared_ptr<c10::GatheredContext> gather_context(Action action);
 void append(c10::DeviceIndex device, Action action, size_t addr, size_t size,

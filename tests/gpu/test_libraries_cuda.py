@@ -19,16 +19,14 @@ sys.path.insert(0, str(LIBRARIES_DIR))
 
 import reference  # noqa: E402
 from library_cases import (  # noqa: E402
+    NATIVE,
     NEEDS,
     VISION,
     check,
-    gpt2_initial_state,
-    mlp_initial_state,
     run_accelerate,
     run_lightning,
     run_trainer,
     run_vision,
-    vision_initial_state,
     vision_unavailable,
 )
 
@@ -61,9 +59,10 @@ def test_vision_training_matches_native_cuda(name: str) -> None:
     why = vision_unavailable(name)
     if why:
         pytest.skip(why)
-    state = vision_initial_state(name)
+    make_state, function, leading = NATIVE[name]
+    state = make_state()
     flagos = run_vision(name, "flagos", state)
-    check(f"{name} (flagos against native CUDA)", flagos, _native("library_cases:run_vision", name, "cuda", state))
+    check(f"{name} (flagos against native CUDA)", flagos, _native(f"library_cases:{function}", *leading, "cuda", state))
 
 
 @pytest.mark.parametrize("name", ["accelerate", "trainer", "lightning"])
@@ -73,7 +72,8 @@ def test_library_training_matches_native_cuda(name: str) -> None:
         # TrainingArguments takes torch's own CUDA before ACCELERATE_TORCH_DEVICE (docs/libraries.md); beside
         # stock torch+cpu, where torch.cuda is absent, it takes flagos.
         pytest.skip("with a CUDA build of torch in the process, transformers' TrainingArguments selects cuda")
-    state = gpt2_initial_state() if name == "trainer" else mlp_initial_state()
+    make_state, function, _ = NATIVE[name]
+    state = make_state()
     run = {"accelerate": run_accelerate, "trainer": run_trainer, "lightning": run_lightning}[name]
     flagos = run("flagos", state)
-    check(f"{name} (flagos against native CUDA)", flagos, _native(f"library_cases:run_{name}", "cuda", state))
+    check(f"{name} (flagos against native CUDA)", flagos, _native(f"library_cases:{function}", "cuda", state))

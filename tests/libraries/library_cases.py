@@ -342,8 +342,9 @@ NEEDS = {"accelerate": "accelerate", "trainer": "accelerate", "lightning": "ligh
          **{name: spec[3] for name, spec in VISION.items()}}
 
 
-# name: how to make the loop's initial weights on the CPU, and the loop as module:function with its leading args
-_NATIVE: dict[str, tuple[Callable[[], dict[str, torch.Tensor]], str, tuple[str, ...]]] = {
+# name: how to make the loop's initial weights on the CPU, and the loop's function (with its leading arguments)
+# for the reference interpreter, which runs it as library_cases:function
+NATIVE: dict[str, tuple[Callable[[], dict[str, torch.Tensor]], str, tuple[str, ...]]] = {
     **{name: (lambda name=name: vision_initial_state(name), "run_vision", (name,)) for name in VISION},
     "accelerate": (mlp_initial_state, "run_accelerate", ()),
     "trainer": (gpt2_initial_state, "run_trainer", ()),
@@ -373,7 +374,7 @@ def table(reference_python: str | None = None) -> str:
         if reference_python is None:
             actual, expected = run("flagos"), run("cpu")
         else:
-            make_state, function, leading = _NATIVE[name]
+            make_state, function, leading = NATIVE[name]
             state = make_state()
             actual = run("flagos", state)
             expected = reference.call(f"library_cases:{function}", *leading, "cuda", state, python=reference_python,

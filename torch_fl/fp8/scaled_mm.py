@@ -41,9 +41,8 @@ def _check(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: tor
 def _product(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
              bias: torch.Tensor | None, scale_result: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
     # Widening float8 to float32 is exact; the matmul accumulates in float32, as an FP8 tensor core's does.
-    acc = torch.mm(a.to(torch.float32), b.to(torch.float32))
-    scale = scale_a.reshape(-1, 1) if scale_a.numel() > 1 else scale_a.reshape(())
-    acc = acc.mul_(scale).mul_(scale_b.reshape(1, -1) if scale_b.numel() > 1 else scale_b.reshape(()))
+    # _check admits one-element (tensorwise) or (M, 1) and (1, N) (rowwise) scales: each broadcasts as it is.
+    acc = torch.mm(a.to(torch.float32), b.to(torch.float32)).mul_(scale_a).mul_(scale_b)
     if bias is not None:
         acc = acc.add_(bias.to(torch.float32))
     if scale_result is not None and out_dtype in FLOAT8:

@@ -27,9 +27,10 @@ namespace torch_fl::aten {
 //    ops, native_layer_norm through batch_norm) whose rounding differs from
 //    the device kernel's -- flagos would not compute what CPU or CUDA computes.
 // So every such op is routed itself, to the kernel device's own kernel, except
-// a structured op on a platform whose kernel results must be copied into
-// device memory (host): there the generic path reaches the same kernel through
-// its out= variant without that copy.  Ops returning views keep the generic
+// a structured op on a platform whose kernel device allocates flagos memory only
+// inside flagos's own calls (host, KernelAllocations in FlagosDeviceAllocator.h):
+// there it keeps the generic path, which reaches the same kernel through its out=
+// variant into a flagos allocation.  Ops returning views keep the generic
 // path (it builds them from flagos's own view ops).  The set is read from the
 // dispatcher; the one hand-kept rule is generic_kernel_names_its_devices().
 namespace {

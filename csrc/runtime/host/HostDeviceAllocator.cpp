@@ -71,9 +71,10 @@ std::unordered_map<void*, c10::DeviceIndex>& owners() {
 void DeviceCache::release_cached() {
   std::lock_guard<std::mutex> owner_lock(owner_mutex);
   for (auto& [size, ptr] : free_blocks) {
-    memory_history::record(owners().at(ptr), Action::SEGMENT_FREE, reinterpret_cast<size_t>(ptr), size, nullptr);
+    const auto owner = owners().find(ptr);
+    memory_history::record(owner->second, Action::SEGMENT_FREE, reinterpret_cast<size_t>(ptr), size, nullptr);
     runtime::free_device(ptr);
-    owners().erase(ptr);
+    owners().erase(owner);
     update(stats.reserved_bytes, size, false, size);
     update(stats.segment, 1, false, size);
   }

@@ -63,9 +63,10 @@ const bool cpu_allocator_installed = KernelAwareCpuAllocator::instance() != null
 
 }  // namespace
 
+// Where another library installed a CPU allocator over this wrapper, nothing reads the device: results are
+// then CPU memory and copied, as before.
 KernelAllocations::KernelAllocations(c10::DeviceIndex device) : previous_(kernel_allocation_device) {
-  // Only where PyTorch's CPU allocator is this wrapper (another library may have installed its own).
-  if (c10::GetCPUAllocator() == KernelAwareCpuAllocator::instance()) kernel_allocation_device = device;
+  kernel_allocation_device = device;
 }
 
 KernelAllocations::~KernelAllocations() { kernel_allocation_device = previous_; }
