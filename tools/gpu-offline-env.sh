@@ -12,6 +12,8 @@
 #                       the --machine-nvidia site-packages, every file checked against the wheel's RECORD sha256
 #   install             venv + pip install --no-index --find-links wheelhouse <torch_fl wheel> (torch CPU from
 #                       the wheelhouse); the machine's own torch is never touched nor on the path
+#   stand-in-sdk        only for a CUDA-compatible vendor's wheel (the pack's --sdk-runtime-from): the carried
+#                       nvidia-*/cuda-toolkit wheels laid out as the vendor SDK at --stand-in-sdk (tools/standin_sdk.py)
 #   preflight           torch-fl-preflight --wheel <wheel> --python <env python> --check-installed --json,
 #                       before anything has imported torch_fl (preflight itself lives in a separate tools venv)
 #   gpu-check           tools/gpu-check.sh --only demo,gpu-suite,bench with that environment's python (pytest from the
@@ -31,6 +33,8 @@
 #   --machine-nvidia DIR  the machine's own site-packages holding nvidia/ (or that nvidia/ folder itself)
 #   --reference-python R  with a GPU, required: the machine's own Python with a CUDA build of torch, for the native
 #                         results the GPU suite and the benchmarks compare with (tools/gpu-check.sh --reference-python)
+#   --stand-in-sdk DIR    where a CUDA-compatible vendor's SDK is laid out: the prefix the wheel's RPATH names
+#                         (bundlers/ppu.toml: /usr/local/PPU_SDK); the payload says whether its wheel needs one
 #   --stop-after STEP     stop after install, tools or preflight (a quick check of the carried files)
 #   --rehearsal           on a machine without a GPU: the GPU check runs with --expect-no-gpu (the demo must not
 #                         crash, the suite must skip, the benchmarks must refuse), and preflight is also run with a synthetic driver
@@ -46,6 +50,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HELPER="$ROOT/tools/gpu_offline" RECORD="$ROOT/tools/gpu_check_results.py"
 HOSTPY=${PYTHON:-python3}
 PIECES="" PAYLOAD="" OUT="" WORK="${TMPDIR:-/tmp}/torch-fl-gpu-offline" MACHINE_NV="" REHEARSAL=0 STOP="" REFERENCE=""
+STANDIN_SDK=""
 die() { echo "tools/gpu-offline-env.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -56,6 +61,7 @@ while [[ $# -gt 0 ]]; do
     --machine-nvidia) MACHINE_NV=${2:?}; shift 2 ;;
     --rehearsal) REHEARSAL=1; shift ;;
     --reference-python) REFERENCE=${2:?}; shift 2 ;;
+    --stand-in-sdk) STANDIN_SDK=${2:?}; shift 2 ;;
     --stop-after) STOP=${2:?}; shift 2
       [[ $STOP == install || $STOP == tools || $STOP == preflight ]] ||
         die "unknown step for --stop-after ($STOP) — give install, tools or preflight" ;;
@@ -170,6 +176,20 @@ step tools ok -- bash -c "
   || abort "installing preflight and the suite's tools ($SUITE_TOOLS) from the wheelhouse failed" tools
 [[ $STOP == tools ]] && finish
 
+# --- a CUDA-compatible vendor's SDK, laid out from the carried runtime wheels ----------------------------
+mapfile -t SDK_REQS < <("$HOSTPY" -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1])).get("stand_in_sdk", {}).get("requirements", [])))' "$PAYLOAD/payload.json" | sed '/^$/d')
+if [[ ${#SDK_REQS[@]} -gt 0 ]]; then
+  if [[ -z "$STANDIN_SDK" ]]; then
+    echo "the payload's wheel takes its runtime from a vendor SDK; pass --stand-in-sdk DIR (the prefix its RPATH names)" >"$OUT/stand-in-sdk.log"
+    "$HOSTPY" "$RECORD" record --results "$RESULTS" --step stand-in-sdk --rc 2 --log "$OUT/stand-in-sdk.log"
+    abort "no --stand-in-sdk for the vendor wheel's runtime" stand-in-sdk
+  fi
+  sdk_args=()
+  for r in "${SDK_REQS[@]}"; do sdk_args+=(--requirement "$r"); done
+  step stand-in-sdk ok --note "root=$STANDIN_SDK" -- "$MAIN/bin/python" "$ROOT/tools/standin_sdk.py" --out "$STANDIN_SDK" \
+    --no-toolkit --pip "$MAIN/bin/python" --find-links "$WH" "${sdk_args[@]}" || abort "laying out the stand-in SDK failed" stand-in-sdk
+fi
+
 # --- preflight, before anything imports torch_fl -----------------------------------------------------
 preflight() {  # preflight NAME EXPECT ENV_PYTHON [LD_LIBRARY_PATH]
   local keep=$LD_LIBRARY_PATH_KEEP
@@ -203,7 +223,8 @@ fi
 step gpu-check ok --json-file "$OUT/gpu-check/results.json" -- clean "$MAIN" "$ROOT/tools/gpu-check.sh" "${check[@]}"
 
 # --- the second environment: the machine's own nvidia packages ---------------------------------------
-if [[ -n "$MACHINE_NV" ]]; then
+# (not for a vendor SDK's wheel: its runtime is the SDK's, never the nvidia packages beside torch)
+if [[ -n "$MACHINE_NV" && ${#SDK_REQS[@]} -eq 0 ]]; then
   OTHER="$WORK/env-machine-nvidia"
   step machine-nvidia-install record --note "nvidia_from=$MACHINE_NV" -- bash -c "
     $(declare -f new_env); PYROOT='$PYROOT' PIPWHL='$PIPWHL' WH='$WH'

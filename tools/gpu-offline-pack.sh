@@ -21,6 +21,9 @@
 #   --find-links DIR   extra local wheel folders for pip (repeatable), e.g. the nvidia wheels torch-fl-build cached
 #   --preflight-wheel WHL  a torch-fl-preflight wheel to carry (default: built from preflight/ here)
 #   --tool REQ         a tool the GPU run needs besides the environment (repeatable; default: pip pytest)
+#   --sdk-runtime-from WHL  for a CUDA-compatible vendor's forked-libtorch wheel (ppu) built with the CUDA torch
+#                      wheel WHL as its "fork": WHL's nvidia-*/cuda-toolkit requirements travel too, and
+#                      tools/gpu-offline-env.sh lays them out as the vendor SDK (tools/standin_sdk.py) on the target
 #   --no-index         take every wheel from --find-links folders, none from an index
 #   --target-has FREEZE  `python3 -m pip list --format=freeze` of the GPU machine: wheels tagged py3-none-* /
 #                      py2.py3-none-* (nvidia-*, cuda-toolkit) it has installed at the same version are not
@@ -48,7 +51,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HELPER="$ROOT/tools/gpu_offline"
-WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB=60 XZ=6 TARGET_HAS=""
+WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB=60 XZ=6 TARGET_HAS="" SDK_FROM=""
 FIND_LINKS=() TOOLS=()
 die() { echo "tools/gpu-offline-pack.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -64,13 +67,16 @@ while [[ $# -gt 0 ]]; do
     --piece-mib) PIECE_MIB=${2:?}; shift 2 ;;
     --xz-preset) XZ=${2:?}; shift 2 ;;
     --target-has) TARGET_HAS=${2:?}; shift 2 ;;
+    --sdk-runtime-from) SDK_FROM=${2:?}; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument ($1) — see --help" ;;
   esac
 done
 [[ -n "$WHEEL" ]] || die "no torch_fl wheel given — pass --wheel dist/torch_fl-*+cuda*.whl (torch-fl-build --platform cuda)"
 [[ -f "$WHEEL" && "$WHEEL" == *.whl ]] || die "no wheel file at $WHEEL — pass the path torch-fl-build printed"
-[[ "$(basename "$WHEEL")" == torch_fl-*+cuda* ]] || die "$(basename "$WHEEL") is not a torch_fl cuda wheel — build one with torch-fl-build --platform cuda"
+[[ -z "$SDK_FROM" || -f "$SDK_FROM" ]] || die "no CUDA torch wheel at $SDK_FROM — pass the wheel the forked-libtorch wheel was built with"
+[[ "$(basename "$WHEEL")" == torch_fl-*+cuda* || ( -n "$SDK_FROM" && "$(basename "$WHEEL")" == torch_fl-*.whl ) ]] \
+  || die "$(basename "$WHEEL") is not a torch_fl cuda wheel — build one with torch-fl-build --platform cuda, or pass --sdk-runtime-from for a CUDA-compatible vendor's wheel"
 command -v "$PY" >/dev/null || die "no Python at $PY — pass --python with a Python 3.11"
 # An absolute path: pip runs build backends with its own sys.executable from other folders, where a
 # relative one (a relative PATH entry) would not be found.
@@ -116,16 +122,24 @@ if [[ -z "$PREFLIGHT_WHEEL" ]]; then
   PREFLIGHT_WHEEL=$(ls "$OUT"/preflight/torch_fl_preflight-*.whl | head -1)
 fi
 
+# A CUDA-compatible vendor's wheel takes its runtime from the vendor SDK on the target: the CUDA torch wheel's
+# runtime requirements travel for tools/standin_sdk.py to lay out there.
+SDK_REQS=()
+if [[ -n "$SDK_FROM" ]]; then
+  mapfile -t SDK_REQS < <("$PY" "$ROOT/tools/standin_sdk.py" --requirements-from "$SDK_FROM" --list-requirements)
+  [[ ${#SDK_REQS[@]} -gt 0 ]] || die "$(basename "$SDK_FROM") names no CUDA runtime requirements — pass the CUDA torch wheel"
+fi
+
 # Every requirement, resolved once, with the CPU torch given as a file so that torch==X.Y.Z cannot pick the
 # CUDA build of the same version from an index.  pip copies local files into -d.
 say "wheelhouse: the torch_fl wheel, torch CPU, their requirements, pip, pytest, preflight's requirements"
 "$PY" -m pip download --quiet --only-binary=:all: "${FIND_LINKS[@]}" --find-links "$WH" -d "$WH" \
-  "$WHEEL" "$TORCH_WHEEL" "$PREFLIGHT_WHEEL" "${TOOLS[@]}"
+  "$WHEEL" "$TORCH_WHEEL" "$PREFLIGHT_WHEEL" "${TOOLS[@]}" ${SDK_REQS[@]+"${SDK_REQS[@]}"}
 
 say "checking the wheelhouse resolves offline"
 "$PY" -m pip install --quiet --dry-run --ignore-installed --no-index --find-links "$WH" \
   "$WH/$(basename "$WHEEL")" "$WH/$(basename "$TORCH_WHEEL")" "$WH/$(basename "$PREFLIGHT_WHEEL")" "${TOOLS[@]}" \
-  || { echo "tools/gpu-offline-pack.sh: the wheelhouse does not resolve without an index" >&2; exit 1; }
+  ${SDK_REQS[@]+"${SDK_REQS[@]}"} || { echo "tools/gpu-offline-pack.sh: the wheelhouse does not resolve without an index" >&2; exit 1; }
 n_torch=$(ls "$WH"/torch-*.whl | wc -l)
 [[ "$n_torch" == 1 ]] || { echo "tools/gpu-offline-pack.sh: $n_torch torch wheels in the wheelhouse; expected only the CPU one" >&2; exit 1; }
 
@@ -136,9 +150,10 @@ if [[ -n "$TARGET_HAS" ]]; then
     --records "$PAYLOAD/records" --omitted "$OUT/omitted" >"$OUT/omitted.txt"
   sed 's/^/   /' "$OUT/omitted.txt" >&2
 fi
+SDK_REQS_JSON=$("$PY" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' ${SDK_REQS[@]+"${SDK_REQS[@]}"}) \
 "$PY" - "$OUT/python.json" "$PAYLOAD/payload.json" "$(basename "$WHEEL")" "$(basename "$TORCH_WHEEL")" "$WH" \
   "$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" "${TOOLS[@]}" <<'EOF'
-import json, sys, time
+import json, os, sys, time
 from pathlib import Path
 py = json.loads(Path(sys.argv[1]).read_text())
 wh = Path(sys.argv[5])
@@ -154,6 +169,10 @@ doc = {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
        # the OpInfo and model tiers): installed on the target beside the environment, on the suite's path only.
        "suite_tools": [t for t in sys.argv[7:] if t != "pip"],
        "rebuilt_on_target": sorted(p.name[: -len(".dist-info.zip")] for p in wh.parent.glob("records/*.dist-info.zip"))}
+sdk = json.loads(os.environ["SDK_REQS_JSON"])
+if sdk:
+    # The runtime of a CUDA-compatible vendor's wheel: laid out as its SDK on the target (tools/standin_sdk.py).
+    doc["stand_in_sdk"] = {"requirements": sdk}
 Path(sys.argv[2]).write_text(json.dumps(doc, indent=2) + "\n")
 EOF
 t_assemble=$((SECONDS - t0))

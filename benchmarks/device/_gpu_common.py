@@ -173,7 +173,7 @@ def emit(report: dict[str, Any], out: str | None, native: dict[str, Any] | None 
 def require_flagos() -> None:
     import torch_fl  # registers flagos where autoloading is off
 
-    if torch_fl.build_config.PLATFORM != "cuda" or not torch.flagos.is_available():
-        print("no CUDA GPU: run this on a machine with one (and torch_fl built for the cuda platform)",
+    if torch_fl.build_config.RUNTIME != "cuda" or not torch.flagos.is_available():
+        print("no CUDA GPU: run this on a machine with one (and torch_fl built on the cuda runtime)",
               file=sys.stderr)
         sys.exit(2)

@@ -1,5 +1,6 @@
-"""The GPU suite runs only where torch_fl was built for the cuda platform and a GPU is present:
-with a CUDA build of torch, or on stock torch+cpu with the cuda-assets wheel.  Its native CUDA
+"""The GPU suite runs only where torch_fl was built on the cuda runtime and a GPU is present:
+with a CUDA build of torch, or on stock torch+cpu with the cuda-assets wheel or a CUDA-compatible
+vendor's forked-libtorch wheel (ppu).  Its native CUDA
 results come from the reference interpreter (reference.py); the tests of that protocol itself
 (not marked `gpu`) run everywhere."""
 
@@ -22,8 +23,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     except ImportError as e:  # pragma: no cover - depends on the machine
         reason = f"torch_fl is not importable: {e}"
     else:
-        if torch_fl.build_config.PLATFORM != "cuda":
-            reason = f"torch_fl is built for {torch_fl.build_config.PLATFORM}, not cuda"
+        config = torch_fl.build_config
+        # The cuda runtime family: the cuda platform and the CUDA-compatible vendors built on it (ppu).
+        if config.RUNTIME != "cuda":
+            reason = f"torch_fl is built for {config.PLATFORM}, whose runtime is {config.RUNTIME}, not cuda"
         elif not torch.flagos.is_available():
             reason = "needs an NVIDIA GPU (torch_fl's cuda platform sees none)"
     if reason:

@@ -47,7 +47,7 @@ _CUDA_TORCH_MEMBERS = ("torch/lib/libtorch_cuda.so", "torch/lib/libc10_cuda.so")
 
 
 def _cuda_torch_dir(config: Config) -> Path | None:
-    """The CUDA torch's ``torch`` package directory for CMake (FLAGOS_CUDA_TORCH_DIR).
+    """The CUDA-built vendor torch's ``torch`` package directory for CMake (FLAGOS_CUDA_TORCH_DIR).
 
     A torch/lib directory is used where it is; a wheel has its headers and the two
     link libraries streamed out (not the whole wheel) into the user cache, once per
@@ -55,7 +55,9 @@ def _cuda_torch_dir(config: Config) -> Path | None:
     per-run directory would break the next incremental build.
     """
     vendor = config.vendor
-    if config.recipe.policy.library_source != "cuda-torch" or vendor is None:
+    # A CUDA build of torch serves the cuda runtime adapter: the CUDA torch wheel of cuda-assets, and a
+    # CUDA-compatible vendor's fork (ppu), whose build environment holds stock torch+cpu.
+    if vendor is None or not vendor.info.cuda:
         return None
     if not vendor.is_wheel:
         return vendor.path.parent

@@ -91,6 +91,9 @@ class LoaderModel:
             self.exe_info = None
         self.loaded: dict[str, str] = {}
         self.global_scope: list[str] = []
+        #: The objects ``import torch`` maps as one dlopen group (torch's ``_C`` and its closure): each of
+        #: them binds its symbols in the whole group, not only in its own dependencies.
+        self.torch_group: list[str] = []
         self._build_process()
 
     # --- files -----------------------------------------------------------------------------------
@@ -125,6 +128,15 @@ class LoaderModel:
                 self.loaded.setdefault(m.info.soname or os.path.basename(m.installed), m.installed)
             if rules.global_preload:
                 self.global_scope.extend(m.installed for m in self.bundle)
+        if rules.replaces_torch_libraries and self.torch_lib:
+            # forked-libtorch: torch's _C, opened through the view, loads the bundled copies as its closure; a
+            # bundled library that does not link a sibling it uses (libtorch_nvshmem uses libc10_cuda) binds
+            # there, as the loader binds it.
+            torch_dir = os.path.dirname(self.torch_lib.rstrip("/"))
+            extensions = sorted(n for n in os.listdir(torch_dir) if n.startswith("_C.") and n.endswith(".so")) \
+                if os.path.isdir(torch_dir) else []
+            if extensions:
+                self.torch_group = self.closure(os.path.join(torch_dir, extensions[0])).order
 
     def _soname(self, path: str) -> str:
         info = self.info(path)
@@ -308,8 +320,9 @@ def run_gates(
                 if not weak and vname not in have:
                     missing_versions.append(f"{m.path}: {vn.file} ({target}) lacks version {vname}")
 
-        # symbols: the lookup scope is the global scope, then the object's local scope
-        scope_paths = list(dict.fromkeys([*model.global_scope, *c.order]))
+        # symbols: the lookup scope is the global scope, then the local scope of the group it loads in
+        group = model.torch_group if m.installed in model.torch_group else []
+        scope_paths = list(dict.fromkeys([*model.global_scope, *group, *c.order]))
         scope = [i for i in (model.info(p) for p in scope_paths) if i is not None]
         gone: list[str] = []
         for ref in m.info.undefined:
