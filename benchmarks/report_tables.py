@@ -208,6 +208,15 @@ def _gpu_step_profile(r: Report) -> Lines:
                      for t in top])]
 
 
+def _graph_counts(m: Report) -> str:
+    # The compiled mode's record of inductor's CUDA graphs: skipped graphs per side, flagos's replays.
+    counts = [f"{side} skipped CUDA graphs {m[side]['cudagraph_skips']}" for side in ("native", "flagos")
+              if "cudagraph_skips" in m[side]]
+    if "graph_replays" in m["flagos"]:
+        counts.append(f"flagos graph replays {m['flagos']['graph_replays']}")
+    return "".join(f"; {c}" for c in counts)
+
+
 def _gpu_decode(r: Report) -> Lines:
     rows = []
     for mode, m in r["modes"].items():
@@ -215,7 +224,7 @@ def _gpu_decode(r: Report) -> Lines:
             rows.append([mode, "—", "—", "—", m["error"][:80]])
         else:
             rows.append([mode, m["native"]["tokens_per_s"], m["flagos"]["tokens_per_s"], _n(m["ratio"], 3),
-                         f"tokens alike {m['tokens_alike']}"])
+                         f"tokens alike {m['tokens_alike']}{_graph_counts(m)}"])
     return [f"{r['model']}, batch 1, {r['prompt_tokens']} prompt tokens, {r['new_tokens']} new tokens; median of "
             "alternating runs.", "",
             *_table(["mode", "native tokens/s", "flagos tokens/s", "ratio (median of pairs)", "note"], rows), "",

@@ -20,7 +20,8 @@ import torch
 
 from torch_fl import _C
 
-__all__ = ["CUDAGraph", "GraphCaptureUnavailable", "graph", "graph_pool_handle", "is_current_stream_capturing"]
+__all__ = ["CUDAGraph", "GraphCaptureUnavailable", "capture_unavailable_reason", "graph", "graph_pool_handle",
+           "is_current_stream_capturing"]
 
 _Pool = tuple[int, int]
 
@@ -29,13 +30,19 @@ class GraphCaptureUnavailable(RuntimeError):
     """This platform's runtime cannot capture graphs."""
 
 
+def capture_unavailable_reason() -> Optional[str]:
+    """Why this platform cannot capture graphs, or None where it can."""
+    if getattr(_C, "_Graph", None) is not None:
+        return None
+    return f"flagos graph capture is not available on the {_C._platform()} platform: its runtime has no graph capture"
+
+
 def _graph_class() -> Any:
-    graph_class = getattr(_C, "_Graph", None)
-    if graph_class is None:
-        raise GraphCaptureUnavailable(
-            f"flagos graph capture is not available on the {_C._platform()} platform: its runtime has no graph "
-            "capture; run the work eagerly, or use torch.compile without mode='reduce-overhead'")
-    return graph_class
+    reason = capture_unavailable_reason()
+    if reason is not None:
+        raise GraphCaptureUnavailable(f"{reason}; run the work eagerly, or use torch.compile without "
+                                      "mode='reduce-overhead'")
+    return _C._Graph
 
 
 def is_current_stream_capturing() -> bool:

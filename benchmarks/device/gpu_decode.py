@@ -2,20 +2,26 @@
 
 The model is built from a config in code (8 layers, hidden 1024, 16 heads, bf16, random weights made on the
 CPU from one seed, so both sides hold the same model); the prompt is 32 tokens, and 64 tokens are generated
-greedily.  Two ways of running the same decode loop:
+greedily.  Three ways of running the same decode loop:
 
 * eager: the model's forward per token with Hugging Face's dynamic cache, as a plain script runs it;
 * graph: a static cache, and the one-token step captured once into a graph (``torch.cuda.graph`` on cuda,
   ``torch.flagos.graph`` on flagos) and replayed per token with the token, its position and the attention
-  mask written into the captured inputs; this is how CUDA users serve host-bound decoding.
+  mask written into the captured inputs; this is how CUDA users serve host-bound decoding;
+* compiled: a static cache, and the one-token step compiled with ``torch.compile(mode="reduce-overhead")``
+  (inductor's CUDA graphs: its graph trees on cuda, torch_fl's graph replay on flagos), called per token with
+  the last token, its position and the attention mask; the compile and the captures happen in the warm-up.
+  Also reported per side: inductor's count of graphs it ran without CUDA graphs (``cudagraph_skips``), and on
+  flagos the number of graph replays, so that a figure without graphs on either side shows as such.
 
 flagos runs here, native cuda in the reference interpreter (`--reference-python`, _gpu_common.py says why),
 both pinned to the same two cores; the two take turns, one whole generation each, `--runs` times per mode.
 Reported per mode: the median tokens/s of each side, the median of the per-pair ratios, and how many of the
 64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
->= 2x flagos eager.
+>= 2x flagos eager; compiled has no goal of its own yet.
 
-    python benchmarks/device/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager,graph] [--reference-python PY]
+    python benchmarks/device/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager,graph,compiled]
+        [--reference-python PY]
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from _gpu_common import NativeChild, device_api, emit, parser, reference_python,
 
 LAYERS, HIDDEN, HEADS, FF, VOCAB = 8, 1024, 16, 2816, 32000
 PROMPT, NEW = 32, 64
-MODES = ("eager", "graph")
+MODES = ("eager", "graph", "compiled")
 
 
 def build_model(device: str) -> Any:
@@ -59,6 +65,35 @@ def static_cache(model: Any, device: str) -> Any:
     return StaticCache(**{k: v for k, v in wanted.items() if k in accepted})
 
 
+class StaticStep:
+    """A static cache and the one-token step's inputs (the graph and compiled modes each have their own)."""
+
+    def __init__(self, model: Any, device: str) -> None:
+        self.model, self.device = model, device
+        self.cache = static_cache(model, device)
+        self.token = torch.zeros(1, 1, dtype=torch.long, device=device)
+        self.position = torch.zeros(1, dtype=torch.long, device=device)
+        # A 4-D boolean mask is used as given (Hugging Face's mask helpers would read values on the host).
+        self.mask = torch.zeros(1, 1, 1, PROMPT + NEW, dtype=torch.bool, device=device)
+
+    def step(self, token: torch.Tensor, position: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        logits = self.model(input_ids=token, position_ids=position[None], cache_position=position,
+                            attention_mask=mask, past_key_values=self.cache, use_cache=True).logits
+        return logits[:, -1:].argmax(-1)
+
+    def prefill(self, prompt: torch.Tensor) -> torch.Tensor:
+        # Empty the cache: its layers count the positions written so far (in a device tensor, so that the
+        # captured step advances it), and the warm-up, the capture and the last generation have written some.
+        self.cache.reset()
+        positions = torch.arange(PROMPT, device=self.device)
+        self.mask.zero_()
+        self.mask[..., :PROMPT] = True
+        causal = torch.ones(PROMPT, PROMPT + NEW, dtype=torch.bool, device=self.device).tril()[None, None]
+        logits = self.model(input_ids=prompt, position_ids=positions[None], cache_position=positions,
+                            attention_mask=causal, past_key_values=self.cache, use_cache=True).logits
+        return logits[:, -1:].argmax(-1)
+
+
 class Decoder:
     """The model and prompt on `device`; run(mode) generates NEW tokens and returns tokens/s and the tokens."""
 
@@ -67,6 +102,7 @@ class Decoder:
         self.model = build_model(device)
         self.prompt = torch.randint(0, VOCAB, (1, PROMPT), generator=torch.Generator().manual_seed(1)).to(device)
         self.graph: Any = None
+        self.compiled_step: Any = None
 
     def eager(self) -> list[int]:
         model, tokens = self.model, []
@@ -80,21 +116,15 @@ class Decoder:
         return torch.cat(tokens, dim=1)[0].tolist()
 
     def _capture(self) -> None:
-        """The static cache, the step's static inputs and outputs, and the captured step."""
-        device, model = self.device, self.model
-        self.cache = static_cache(model, device)
-        self.token = torch.zeros(1, 1, dtype=torch.long, device=device)
-        self.position = torch.zeros(1, dtype=torch.long, device=device)
-        # A 4-D boolean mask is used as given (Hugging Face's mask helpers would read values on the host).
-        self.mask = torch.zeros(1, 1, 1, PROMPT + NEW, dtype=torch.bool, device=device)
-        self._prefill()
+        """The static step's inputs and outputs, and the captured step."""
+        self.static = StaticStep(self.model, self.device)
+        self.static.prefill(self.prompt)
+        static = self.static
 
         def step() -> torch.Tensor:
-            logits = model(input_ids=self.token, position_ids=self.position[None], cache_position=self.position,
-                           attention_mask=self.mask, past_key_values=self.cache, use_cache=True).logits
-            return logits[:, -1:].argmax(-1)
+            return static.step(static.token, static.position, static.mask)
 
-        api = graph_api(device)
+        api = graph_api(self.device)
         side = api.Stream()
         side.wait_stream(api.current_stream())
         with api.stream(side):
@@ -105,35 +135,41 @@ class Decoder:
         with api.graph(self.graph):
             self.next_token = step()
 
-    def _prefill(self) -> torch.Tensor:
-        # Empty the cache: its layers count the positions written so far (in a device tensor, so that the
-        # captured step advances it), and the warm-up, the capture and the last generation have written some.
-        self.cache.reset()
-        positions = torch.arange(PROMPT, device=self.device)
-        self.mask.zero_()
-        self.mask[..., :PROMPT] = True
-        causal = torch.ones(PROMPT, PROMPT + NEW, dtype=torch.bool, device=self.device).tril()[None, None]
-        logits = self.model(input_ids=self.prompt, position_ids=positions[None], cache_position=positions,
-                            attention_mask=causal, past_key_values=self.cache, use_cache=True).logits
-        return logits[:, -1:].argmax(-1)
-
     def graphed(self) -> list[int]:
         if self.graph is None:
             self._capture()
-        token = self._prefill()
+        static = self.static
+        token = static.prefill(self.prompt)
         tokens = [token]
         for i in range(NEW - 1):
             position = PROMPT + i
-            self.token.copy_(token)
-            self.position.fill_(position)
-            self.mask[..., position] = True
+            static.token.copy_(token)
+            static.position.fill_(position)
+            static.mask[..., position] = True
             self.graph.replay()
             token = self.next_token.clone()
             tokens.append(token)
         return torch.cat(tokens, dim=1)[0].tolist()
 
+    def compiled(self) -> list[int]:
+        if self.compiled_step is None:
+            self.compiled_state = StaticStep(self.model, self.device)
+            self.compiled_step = torch.compile(self.compiled_state.step, mode="reduce-overhead")
+        state = self.compiled_state
+        token = state.prefill(self.prompt)
+        tokens = [token]
+        for i in range(NEW - 1):
+            position = PROMPT + i
+            state.position.fill_(position)
+            state.mask[..., position] = True
+            # Kept as a copy: the CUDA graph trees overwrite an output with their next replay (torch_fl's graph
+            # replay hands out copies; the copy here is the same user code on both sides).
+            token = self.compiled_step(token, state.position, state.mask).clone()
+            tokens.append(token)
+        return torch.cat(tokens, dim=1)[0].tolist()
+
     def run(self, mode: str) -> dict[str, Any]:
-        generate = self.eager if mode == "eager" else self.graphed
+        generate = {"eager": self.eager, "graph": self.graphed, "compiled": self.compiled}[mode]
         with torch.inference_mode():
             if mode == "graph" and self.graph is None:
                 generate()  # capture outside the timed run
@@ -142,7 +178,23 @@ class Decoder:
             tokens = generate()
             self.api.synchronize()
         seconds = time.perf_counter() - start
-        return {"tokens_per_s": NEW / seconds, "tokens": tokens}
+        result: dict[str, Any] = {"tokens_per_s": NEW / seconds, "tokens": tokens}
+        if mode == "compiled":
+            result.update(graph_counts(self.device))
+        return result
+
+
+def graph_counts(device: str) -> dict[str, int]:
+    """Inductor's skips of CUDA graphs in this process so far, and on flagos the graph replays."""
+    from torch._dynamo.utils import counters
+
+    inductor = counters["inductor"]
+    counts = {"cudagraph_skips": inductor["cudagraph_skips"]}
+    if device == "flagos":
+        from torch_fl.compile.graph_replay import REPLAYS
+
+        counts["graph_replays"] = inductor[REPLAYS]
+    return counts
 
 
 def failure_as_record(run: Any, mode: str) -> dict[str, Any]:
@@ -161,13 +213,14 @@ def native_run(native: Any, mode: str) -> dict[str, Any]:
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    counts = {k: runs[-1][k] for k in ("cudagraph_skips", "graph_replays") if k in runs[-1]}  # after the last run
     return {"tokens_per_s": round(statistics.median(r["tokens_per_s"] for r in runs), 1),
-            "runs": [round(r["tokens_per_s"], 1) for r in runs]}
+            "runs": [round(r["tokens_per_s"], 1) for r in runs], **counts}
 
 
 def compare(mode: str, native: Any, flagos: Decoder, runs: int) -> dict[str, Any]:
     native_runs, flagos_runs = [], []
-    native_run(native, mode)  # warm-up, and for graph the capture
+    native_run(native, mode)  # warm-up: for graph the capture, for compiled the compile and the captures
     flagos.run(mode)
     for _ in range(runs):
         native_runs.append(native_run(native, mode))
@@ -182,7 +235,7 @@ def compare(mode: str, native: Any, flagos: Decoder, runs: int) -> dict[str, Any
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated: eager, graph")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated: eager, graph, compiled")
     args = p.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     if not modes or any(m not in MODES for m in modes):
@@ -209,9 +262,10 @@ def main() -> int:
     report: dict[str, Any] = {"benchmark": "gpu_decode", "model": f"Llama {LAYERS}x{HIDDEN} bf16",
                               "prompt_tokens": PROMPT, "new_tokens": NEW, "cores": cores, "modes": results,
                               "goals": {"eager": 0.95, "graph": 0.97, "graph_over_flagos_eager": 2.0}}
-    if "tokens_per_s" in results.get("graph", {}).get("flagos", {}) and "flagos" in results.get("eager", {}):
-        report["flagos_graph_over_eager"] = round(
-            results["graph"]["flagos"]["tokens_per_s"] / results["eager"]["flagos"]["tokens_per_s"], 2)
+    for mode in ("graph", "compiled"):
+        if "tokens_per_s" in results.get(mode, {}).get("flagos", {}) and "flagos" in results.get("eager", {}):
+            report[f"flagos_{mode}_over_eager"] = round(
+                results[mode]["flagos"]["tokens_per_s"] / results["eager"]["flagos"]["tokens_per_s"], 2)
     return emit(report, args.out, native_env)
 
 

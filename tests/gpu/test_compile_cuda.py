@@ -5,8 +5,10 @@ Hugging Face tiny Llama), compiled with inductor on flagos: outputs of two calls
 and every gradient equal inductor on native ``cuda`` (the reference interpreter,
 reference.py: same weights and inputs, passed in) and eager on flagos.  Also: the
 kernels are Triton kernels launched on flagos's stream, a CPU scalar tensor keeps
-the kernel on flagos, and CUDA graphs (``mode="reduce-overhead"``) are switched
-off with one note.
+the kernel on flagos, and ``mode="reduce-overhead"`` captures flagos graphs and
+replays them (torch_fl/compile/graph_replay.py), with and without inductor's graph
+partitions: new input values, outputs that outlive the next call, a written input,
+a training step, one recording per shape.
 
 Inductor's Triton backend needs a CUDA build of torch and Triton in the flagos
 process; where torch is stock torch+cpu with the cuda-assets wheel, these tests
@@ -44,7 +46,9 @@ TOL = {"atol": 1e-4, "rtol": 1e-3}
 
 
 def _inductor_can_run() -> None:
-    if torch.version.cuda is None:
+    # torch.cuda is compiled in with a CUDA build of torch, and on stock torch+cpu with a CUDA-compatible
+    # vendor's forked-libtorch wheel (its libraries are a CUDA build; torch.version still says +cpu).
+    if not torch.cuda._is_compiled():
         pytest.skip("inductor's Triton backend needs a CUDA build of torch in this process (this torch is "
                     f"{torch.__version__}); the torch_fl wheel built against the CUDA torch runs these tests")
     if importlib.util.find_spec("triton") is None:
@@ -102,22 +106,115 @@ def test_a_cpu_scalar_tensor_stays_a_kernel_argument() -> None:
     torch.testing.assert_close(out.cpu(), scaled(s, x), **TOL)
 
 
-def test_cuda_graphs_are_switched_off_with_a_note(caplog: pytest.LogCaptureFixture) -> None:
-    from torch_fl.compile import cuda_graphs
+def _graph_counts() -> tuple[int, int, int]:
+    from torch._dynamo.utils import counters
+    from torch_fl.compile.graph_replay import CAPTURES, REPLAYS
 
+    inductor = counters["inductor"]
+    return inductor[CAPTURES], inductor[REPLAYS], inductor["cudagraph_skips"]
+
+
+@pytest.fixture
+def fresh_counters() -> None:
+    torch._dynamo.utils.counters.clear()
+
+
+@pytest.mark.usefixtures("fresh_counters")
+@pytest.mark.parametrize("wrapped", ["graph_partitions", "whole_graph"])
+def test_reduce_overhead_replays_flagos_graphs(wrapped: str) -> None:
     _inductor_can_run()
-    cuda_graphs._note.cache_clear()
-    x = torch.randn(32, 16, device="flagos")
-    compiled = torch.compile(lambda t: torch.relu(t @ t.T).sum(), mode="reduce-overhead")
-    with caplog.at_level("WARNING", logger="torch_fl.compile"):
-        for _ in range(3):
-            torch.testing.assert_close(compiled(x).cpu(), torch.relu(x.cpu() @ x.cpu().T).sum(), **TOL)
-    assert [r.getMessage() for r in caplog.records if "CUDA graphs are off" in r.getMessage()]
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32).to("flagos")
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(linear(x)).sin() * 2
+
+    with torch._inductor.config.patch(graph_partition=wrapped == "graph_partitions"), torch.no_grad():
+        compiled = torch.compile(fn, mode="reduce-overhead")
+        xs = [torch.randn(8, 64, device="flagos") for _ in range(5)]
+        outs = [compiled(x) for x in xs]  # every output kept: none may be overwritten by a later replay
+        for x, out in zip(xs, outs):
+            assert out.device.type == "flagos"
+            torch.testing.assert_close(out, fn(x), **TOL)
+        linear.weight.mul_(0.5)  # in place, as an optimizer: read by the next replay
+        x = torch.randn(8, 64, device="flagos")
+        torch.testing.assert_close(compiled(x), fn(x), **TOL)
+    captures, replays, skips = _graph_counts()
+    assert skips == 0 and captures >= 1 and replays >= 5, (captures, replays, skips)
+
+
+@pytest.mark.usefixtures("fresh_counters")
+def test_a_written_input_is_written_once_per_call() -> None:
+    _inductor_can_run()
+
+    def fn(x: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
+        total.add_(x.sum(0))
+        return (x @ x.T).tanh() + total.sum()
+
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    total, expected = torch.zeros(16, device="flagos"), torch.zeros(16, device="flagos")
+    for _ in range(4):
+        x = torch.randn(16, 16, device="flagos")
+        out = compiled(x, total)
+        torch.testing.assert_close(out, fn(x, expected), **TOL)
+        torch.testing.assert_close(total, expected, **TOL)
+    captures, replays, skips = _graph_counts()
+    assert skips == 0 and captures >= 1 and replays >= 3, (captures, replays, skips)
+
+
+@pytest.mark.usefixtures("fresh_counters")
+def test_a_training_step_with_reduce_overhead_matches_eager() -> None:
+    _inductor_can_run()
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).to("flagos")
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).to("flagos")
+    model.load_state_dict(eager.state_dict())
+    compiled = torch.compile(model, mode="reduce-overhead")
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (eager, model)]
+    for _ in range(5):
+        x = torch.randn(16, 32, device="flagos")
+        for m, optimizer in zip((eager, compiled), optimizers):
+            optimizer.zero_grad()
+            m(x).square().mean().backward()
+            optimizer.step()
+    for ours, theirs in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(ours, theirs, **TOL)
+    captures, replays, skips = _graph_counts()
+    assert skips == 0 and captures >= 2 and replays >= 6, (captures, replays, skips)  # forward and backward
+
+
+@pytest.mark.usefixtures("fresh_counters")
+def test_each_shape_is_recorded_once() -> None:
+    _inductor_can_run()
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x * 3).sum(-1)
+
+    compiled = torch.compile(fn, mode="reduce-overhead", dynamic=True)
+    per_shape = None
+    for n in (8, 16, 8, 16, 8):
+        x = torch.randn(n, 32, device="flagos")
+        torch.testing.assert_close(compiled(x), fn(x), **TOL)
+        per_shape = per_shape or _graph_counts()[0]  # one capture per graph partition
+    captures, replays, skips = _graph_counts()
+    assert per_shape and (captures, skips) == (2 * per_shape, 0) and replays >= 3 * per_shape, (
+        per_shape, captures, replays, skips)
+
+
+@pytest.mark.usefixtures("fresh_counters")
+def test_random_ops_draw_fresh_numbers_on_every_replay() -> None:
+    _inductor_can_run()
+    compiled = torch.compile(lambda t: torch.nn.functional.dropout(t, 0.5) + 1, mode="reduce-overhead")
+    x = torch.ones(4096, device="flagos")
+    masks = [compiled(x) == 1 for _ in range(4)]
+    assert _graph_counts()[1] >= 3
+    assert not torch.equal(masks[2], masks[3])
+    assert 0.4 < masks[3].float().mean().item() < 0.6
 
 
 def test_without_a_cuda_build_of_torch_inductor_names_the_fix() -> None:
-    if torch.version.cuda is not None:
-        pytest.skip("this torch is a CUDA build: inductor runs (the tests above)")
+    if torch.cuda._is_compiled():
+        pytest.skip("this torch's libraries are a CUDA build: inductor runs (the tests above)")
     compiled = torch.compile(lambda t: t.sin() + 1)
     with pytest.raises(Exception, match="needs a CUDA build of torch"):
         compiled(torch.randn(4, device="flagos"))

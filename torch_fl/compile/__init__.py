@@ -11,7 +11,9 @@ when they are first imported or asked for the device.
   by platform: ``host_codegen`` (inductor's C++ backend on host memory) and
   ``cuda_codegen`` (its Triton backend on CUDA memory).
 * ``cache_identity``: flagos's part of the keys of inductor's on-disk caches.
-* ``cuda_graphs``: CUDA graphs switched off for flagos graphs, with a note in the log.
+* ``cuda_graphs``: which flagos graphs inductor runs through CUDA graphs (``mode="reduce-overhead"``): where
+  the platform captures graphs, as it would cuda graphs, through ``graph_replay`` (capture and replay with
+  ``torch.flagos`` graphs); elsewhere none, with a note in the log.
 * ``inductor_names``: replacing one of inductor's functions wherever it was imported.
 * ``unsupported``: the inductor modes flagos answers with an error.
 
@@ -45,5 +47,6 @@ def install(device_module: ModuleType) -> None:
     device_module.__getattr__ = inductor_backend.device_module_attribute  # type: ignore[method-assign]
     post_import.after_import("torch._dynamo.device_interface", _register_device_interface)
     post_import.after_import("torch._inductor.codegen.common", cache_identity.wrap_backend_registration)
-    post_import.after_import("torch._inductor.cudagraph_utils", cuda_graphs.switch_off)
-    post_import.after_import("torch._inductor.output_code", cuda_graphs.note_when_skipped)
+    post_import.after_import("torch._inductor.cudagraph_utils", cuda_graphs.decide)
+    post_import.after_import("torch._inductor.output_code", cuda_graphs.mark_flagos_graphs)
+    post_import.after_import("torch._inductor.compile_fx", cuda_graphs.route)
