@@ -10,6 +10,12 @@ like the failures the provider must survive: one always refuses, one calls torch
 input for a functional op, and the table holds factories, random ops, a decomposing op and an entry
 without a function, which flagos must not route.
 
+``batch_norm`` and ``batch_norm_backward`` follow FlagGems 5.0.2's (ops/batch_norm.py) to the letter of what
+they compute and write: the forward keeps running statistics in the *input* when it gets none (training on
+``F.batch_norm(x, None, None, ...)``), one feature after the other as its Triton programs do, and in evaluation
+leaves ``save_mean``/``save_invstd`` unwritten; the backward applies the training formula whatever ``train`` says
+and needs an input gradient to write.
+
 Three exist for calibration (``python -m torch_fl.flaggems calibrate``), their speed made deterministic by
 sleeping rather than measured luck: ``sqrt`` is wrong (off by 0.25), ``tanh`` is slower (20 ms a call, far
 above the CPU's), and ``sinh`` is faster only from a size: it costs 20 ms a call while the kernel device's own
@@ -111,6 +117,68 @@ def sigmoid(x: torch.Tensor) -> torch.Tensor:
     raise NotImplementedError("sigmoid: this stand-in has no kernel for it")
 
 
+def _memory(t: torch.Tensor, n: int) -> torch.Tensor:
+    """The ``n`` elements from ``t.data_ptr()`` on, as a Triton kernel addresses ``pointer + feature``."""
+    memory = (ctypes.c_char * (n * t.element_size())).from_address(t.data_ptr())
+    return torch.frombuffer(memory, dtype=t.dtype)
+
+
+def _as_3d(t: torch.Tensor) -> torch.Tensor:
+    """FlagGems' make_3d_for_bn: (batch, feature, spatial)."""
+    if t.dim() == 2:
+        return t.unsqueeze(-1)
+    return t.flatten(2, -1) if t.dim() >= 4 else t
+
+
+def batch_norm(input: torch.Tensor, weight: Any = None, bias: Any = None, running_mean: Any = None,
+               running_var: Any = None, training: bool = False, momentum: float = 0.1,
+               eps: float = 1e-05) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check("batch_norm", input, weight, bias, running_mean, running_var)
+    x = _as_3d(input)
+    batch, features, spatial = x.shape
+    output = torch.empty_like(x)
+    mean = torch.empty(features, dtype=input.dtype)  # written in training only, as FlagGems' kernel does
+    inv_std = torch.empty(features, dtype=input.dtype)
+    running_mean = input if running_mean is None else running_mean  # FlagGems' own substitution
+    running_var = input if running_var is None else running_var
+    stored_mean, stored_var = _memory(running_mean, features), _memory(running_var, features)
+    data = _by_address(x)  # read again for every feature: whatever was stored meanwhile is what is read
+    n = batch * spatial
+    for f in range(features):  # one Triton program per feature: statistics, their store, then the output
+        if training:
+            var, m = torch.var_mean(data[:, f].float(), unbiased=False)
+            inv = torch.rsqrt(var + eps)
+            mean[f], inv_std[f] = m, inv
+            stored_mean[f] = (1 - momentum) * stored_mean[f] + momentum * m
+            stored_var[f] = (1 - momentum) * stored_var[f] + momentum * var * n / (n - 1)
+        else:
+            m, inv = stored_mean[f].float(), torch.rsqrt(stored_var[f].float() + eps)
+        w = 1.0 if weight is None else weight[f].float()
+        b = 0.0 if bias is None else bias[f].float()
+        output[:, f] = w * (data[:, f].float() - m) * inv + b
+    return output.view_as(input), mean, inv_std
+
+
+def batch_norm_backward(grad_out: torch.Tensor, input: torch.Tensor, weight: Any = None, running_mean: Any = None,
+                        running_var: Any = None, save_mean: Any = None, save_invstd: Any = None, train: bool = False,
+                        eps: float = 1e-05, output_mask: Any = None) -> tuple[Any, Any, Any]:
+    _check("batch_norm_backward", grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)
+    x, dy = _as_3d(input).float(), _as_3d(grad_out).float()
+    batch, features, spatial = x.shape
+    input_grad = torch.empty_like(x) if output_mask[0] else None
+    input_grad.stride()  # FlagGems hands *input_grad.stride() to its kernel whatever output_mask says
+    # The training formula from save_mean and save_invstd, whatever `train` says.
+    mean, inv_std = save_mean.float()[None, :, None], save_invstd.float()[None, :, None]
+    x_hat = (x - mean) * inv_std
+    term1, term2 = (x_hat * dy).sum((0, 2)), dy.sum((0, 2))
+    w = torch.ones(features) if weight is None else weight.float()
+    input_grad = inv_std * w[None, :, None] * (dy - (term1[None, :, None] * x_hat + term2[None, :, None]) /
+                                               (batch * spatial))
+    weight_grad = term1.to(input.dtype) if output_mask[1] else None
+    bias_grad = term2.to(input.dtype) if output_mask[2] else None
+    return input_grad.to(input.dtype).view_as(input), weight_grad, bias_grad
+
+
 def alias_copy(x: torch.Tensor) -> torch.Tensor:
     _check("alias_copy", x)
     return x  # a functional op that hands back its input
@@ -180,6 +248,8 @@ _FULL_CONFIG: tuple[tuple[Any, ...], ...] = (
     ("sqrt", sqrt),
     ("tanh", tanh),
     ("sinh", sinh),
+    ("native_batch_norm", batch_norm),
+    ("native_batch_norm_backward", batch_norm_backward),
     ("zeros", zeros),
     ("rand_like", rand_like),
     ("_to_copy", to_copy),

@@ -14,7 +14,8 @@ def test_table_comes_from_the_installed_package(run_flagos) -> None:
     assert status["flag_gems"] == "5.0.2+standin" and status["dispatch_key"] == "CPU"
     # Every entry enable() registers, in its order; `exp`'s version condition does not hold, so it is not offered.
     assert status["offered"] == ["add.Tensor", "add_.Tensor", "mul.Tensor", "mm.out", "_softmax", "gelu",
-                                 "gelu_backward", "cat", "max.dim", "sigmoid", "alias_copy", "sqrt", "tanh", "sinh"]
+                                 "gelu_backward", "cat", "max.dim", "sigmoid", "alias_copy", "sqrt", "tanh", "sinh",
+                                 "native_batch_norm", "native_batch_norm_backward"]
     assert status["routed"] == sorted(status["offered"])
     assert status["skipped"] == {
         "_to_copy": "chooses its result's device",

@@ -7,6 +7,9 @@ the flagos stream), calls the FlagGems function, and maps results back: an in-pl
 the flagos argument it wrote (a resize carried back by ``_C._sync_from_kernel_view``), any other result
 is adopted (``_C._adopt_kernel_result``: the kernel's own memory on cuda, no copy).
 
+An operator whose FlagGems function reads its schema another way (adapters.py) has its call adjusted first,
+or left to the kernel device's own kernel where FlagGems cannot compute what the operator means.
+
 When FlagGems refuses a call (an exception) the same views go to the kernel device's own kernel, with a
 warning once per operator and a line under FLAGOS_LOG_DISPATCH; if that kernel fails too, its error is the
 user's (the inputs were invalid), not a FlagGems refusal.  FlagGems functions that call torch ops again get
@@ -27,6 +30,7 @@ from typing import Any
 import torch
 
 from torch_fl import _C
+from torch_fl.flaggems.adapters import adapter_for
 from torch_fl.flaggems.op_table import FlagGemsEntry
 from torch_fl.flaggems.size_rules import SizeRule, call_size, compile_rules
 
@@ -114,6 +118,7 @@ class _Kernel:
         self.kernel_type = kernel_type
         self.log_dispatch = log_dispatch
         self.warned = warned
+        self.adapter = adapter_for(plan.overload)
         # The op's size rules, compiled once: dtype -> ((low, high), ...) element-count ranges FlagGems runs.
         self.ranges = None if rules is None else compile_rules(rules)
 
@@ -151,10 +156,11 @@ class _Kernel:
                       file=sys.stderr, flush=True)
             result = self.plan.overload(*vargs, **vkwargs)
         elif self.kernel_type == "cuda" and not all(view.is_contiguous() for _, view in pairs):
-            # On the cuda platform a FlagGems call made through this kernel read a non-contiguous view (an
-            # expanded gradient, strides (0, 0)) as if it were contiguous, although FlagGems' kernel called
-            # directly on the same views is right (README, "FlagGems provider").  Until that is found, such
-            # calls run on the kernel device's own kernel: slower, never wrong.
+            # FlagGems 5.0.2's mul on Hopper GPUs (runtime/backend/_nvidia/hopper/ops/mul.py, the function its
+            # table registers there; flag_gems.ops.mul is the generic one) reads operands of one rank as
+            # contiguous buffers: an expanded gradient, strides (0, 0), comes out wrong
+            # (docs/flaggems-upstream.md).  Other functions may assume the same, so calls with a non-contiguous
+            # operand run on the kernel device's own kernel: slower, never wrong.
             if self.log_dispatch:
                 print(f"[torch_fl] {self.plan.name} -> {self.fallback} (non-contiguous operand)", file=sys.stderr,
                       flush=True)
@@ -175,15 +181,26 @@ class _Kernel:
         return result
 
     def _run(self, vargs: list[Any], vkwargs: dict[str, Any]) -> Any:
+        adapter = self.adapter
+        call = (vargs, vkwargs) if adapter is None else adapter.arguments(self.kernel_type, vargs, vkwargs)
+        if isinstance(call, str):  # FlagGems' function cannot compute what the operator means for this call
+            if self.log_dispatch:
+                print(f"[torch_fl] {self.plan.name} -> {self.fallback} (flaggems cannot serve it: {call})",
+                      file=sys.stderr, flush=True)
+            return self.plan.overload(*vargs, **vkwargs)
         if self.log_dispatch:
             print(f"[torch_fl] {self.plan.name} -> flaggems", file=sys.stderr, flush=True)
+        refused: Exception | None = None
         _state.depth += 1
         try:
-            return self.function(*vargs, **vkwargs)
+            result = self.function(*call[0], **call[1])
         except Exception as refusal:  # noqa: BLE001 -- any refusal: the kernel device's kernel decides
             refused = refusal
         finally:
             _state.depth -= 1
+        if refused is None:
+            return result if adapter is None or adapter.result is None else adapter.result(self.kernel_type, vargs,
+                                                                                          result)
         result = self.plan.overload(*vargs, **vkwargs)  # its error, if any, is the user's
         self._report(refused)
         return result

@@ -1,9 +1,12 @@
 """The calls calibration measures: every call of an operator FlagGems offers that PyTorch's OpInfo samples and a
-workload step make on the kernel device.
+workload step make on flagos, as kernel-device tensors.
 
-A ``TorchDispatchMode`` sees each aten call below autograd, with the arguments the kernel gets; the calls
-of the wanted operators are kept, their tensors cloned with their storage, offsets and strides (expanded
-gradients stay expanded).  A call of an out= operator's functional twin (``mm`` for FlagGems' ``mm.out``)
+The samples and the workload run on flagos, so the calls are the ones the provider is asked for (flagos's own
+decompositions: ``native_batch_norm`` where CUDA would pick cuDNN), and so autograd runs on the device it is
+made for (with flagos registered, PyTorch's autograd engine takes flagos as the accelerator and asserts on a
+backward of CUDA tensors).  A ``TorchDispatchMode`` sees each aten call below autograd, with the arguments the
+kernel gets; the calls of the wanted operators are kept, their tensors cloned with their storage, offsets and
+strides (expanded gradients stay expanded) onto the kernel device.  A call of an out= operator's functional twin (``mm`` for FlagGems' ``mm.out``)
 becomes a call of the out= operator with fresh outputs of the result's shape.  Calls alike in operator,
 layouts and other arguments are kept once.
 """
@@ -68,6 +71,15 @@ def _clone(x: Any) -> Any:
     copy = torch.empty(0, dtype=t.dtype, device=t.device)
     copy.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
     return copy
+
+
+def _on_kernel_device(x: Any) -> Any:
+    """A flagos tensor as a kernel-device tensor of its own, with its storage layout; anything else as it is."""
+    if isinstance(x, torch.Tensor) and x.device.type == "flagos":
+        from torch_fl import _C
+
+        return _clone(_C._kernel_view(x))
+    return x
 
 
 def clone_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -172,13 +184,15 @@ def _cases(op: str, dtype: torch.dtype, source: str, calls: list[tuple[str, tupl
         if numel == 0:  # nothing to compute: no route depends on it
             continue
         name = dtype_name(first if first is not None else dtype)
-        yield Case(f"{op}|{dtype_name(dtype)}|{source}|{index}", op, name, source, args, kwargs, numel)
+        yield Case(f"{op}|{dtype_name(dtype)}|{source}|{index}", op, name, source,
+                   tree_map(_on_kernel_device, args), tree_map(_on_kernel_device, kwargs), numel)
         index += 1
 
 
 def opinfo_cases(op: str, dtype: torch.dtype, device: str, samples: int) -> list[Case]:
     """``op``'s calls in the first ``samples`` OpInfo samples of each OpInfo named like it, forward and (where
-    the OpInfo has autograd and the dtype gradients) backward, in ``dtype`` on ``device``."""
+    the OpInfo has autograd and the dtype gradients) backward, in ``dtype`` on flagos, for the dtypes the OpInfo
+    supports on the kernel device ``device``."""
     found: list[Case] = []
     for info in opinfos_for(op):
         if dtype not in info.supported_dtypes(torch.device(device).type):
@@ -187,7 +201,7 @@ def opinfo_cases(op: str, dtype: torch.dtype, device: str, samples: int) -> list
         grad = info.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
         torch.manual_seed(0)
         try:
-            sample_list = list(info.sample_inputs(device, dtype, requires_grad=grad))[:samples]
+            sample_list = list(info.sample_inputs("flagos", dtype, requires_grad=grad))[:samples]
         except Exception:  # noqa: BLE001 -- an OpInfo that cannot make samples here gives no cases
             continue
         for sample in sample_list:
@@ -224,12 +238,12 @@ def resolve_workload(spec: str) -> tuple[str, Workload]:
     return spec, function
 
 
-def workload_cases(ops: list[str], dtype: torch.dtype, device: str, name: str, workload: Workload) -> list[Case]:
-    """The calls of ``ops`` one run of ``workload(device, dtype)`` makes."""
+def workload_cases(ops: list[str], dtype: torch.dtype, name: str, workload: Workload) -> list[Case]:
+    """The calls of ``ops`` one run of ``workload("flagos", dtype)`` makes."""
     recorder = _Recorder(ops)
     torch.manual_seed(0)
     with recorder:
-        workload(device, dtype)
+        workload("flagos", dtype)
     found: list[Case] = []
     for op in ops:
         found.extend(_cases(op, dtype, f"workload:{name}", recorder.calls, 0))

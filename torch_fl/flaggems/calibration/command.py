@@ -41,7 +41,7 @@ def add_commands(subparsers: Any) -> None:
     calibrate.add_argument("--samples", type=int, default=8, help="OpInfo samples per OpInfo and dtype (default 8)")
     calibrate.add_argument("--no-opinfo", action="store_true", help="no OpInfo samples, only the workload")
     calibrate.add_argument("--record-workload", action="append", metavar="MODULE:FUNC", help="a workload step to "
-                           "record shapes from: FUNC(device, dtype) runs one step on the kernel device (repeatable; "
+                           "record shapes from: FUNC(device, dtype) runs one step on that device, flagos (repeatable; "
                            "default: the built-in small transformer training step)")
     calibrate.add_argument("--no-workload", action="store_true", help="no workload, only OpInfo samples")
     calibrate.add_argument("--warmup", type=int, default=2, help="untimed calls per side (default 2)")
@@ -199,7 +199,7 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
     recorded: dict[str, list[cases.Case]] = defaultdict(list)
     for dtype in chosen:
         for name, workload in workloads:
-            for case in cases.workload_cases(ops, dtype, device, name, workload):
+            for case in cases.workload_cases(ops, dtype, name, workload):
                 recorded[case.op].append(case)
     measured = skipped = 0
     try:
