@@ -11,7 +11,7 @@ pytest_plugins = ["support.bootstrap_fixtures"]
 
 
 def _gpu_present() -> bool:
-    """A CUDA build of torch with a GPU, or torch_fl's cuda platform on a GPU (on stock
+    """A CUDA build of torch with a GPU, or torch_fl on the cuda runtime on a GPU (on stock
     torch+cpu the cuda-assets wheel brings the CUDA kernels but not torch.cuda's API)."""
     try:
         import torch
@@ -23,7 +23,7 @@ def _gpu_present() -> bool:
         import torch_fl
     except ImportError:
         return False
-    return torch_fl.build_config.PLATFORM == "cuda" and torch.flagos.is_available()
+    return torch_fl.build_config.RUNTIME == "cuda" and torch.flagos.is_available()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
