@@ -30,6 +30,7 @@ import inspect
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -93,6 +94,19 @@ class StaticStep:
                             attention_mask=causal, past_key_values=self.cache, use_cache=True).logits
         return logits[:, -1:].argmax(-1)
 
+    def generate(self, prompt: torch.Tensor, advance: Callable[[torch.Tensor], torch.Tensor]) -> list[int]:
+        """Prefill, then NEW - 1 steps: each writes its position into the step's inputs, and ``advance(token)``
+        gives the next token."""
+        token = self.prefill(prompt)
+        tokens = [token]
+        for i in range(NEW - 1):
+            position = PROMPT + i
+            self.position.fill_(position)
+            self.mask[..., position] = True
+            token = advance(token)
+            tokens.append(token)
+        return torch.cat(tokens, dim=1)[0].tolist()
+
 
 class Decoder:
     """The model and prompt on `device`; run(mode) generates NEW tokens and returns tokens/s and the tokens."""
@@ -138,35 +152,22 @@ class Decoder:
     def graphed(self) -> list[int]:
         if self.graph is None:
             self._capture()
-        static = self.static
-        token = static.prefill(self.prompt)
-        tokens = [token]
-        for i in range(NEW - 1):
-            position = PROMPT + i
-            static.token.copy_(token)
-            static.position.fill_(position)
-            static.mask[..., position] = True
+
+        def replay(token: torch.Tensor) -> torch.Tensor:
+            self.static.token.copy_(token)
             self.graph.replay()
-            token = self.next_token.clone()
-            tokens.append(token)
-        return torch.cat(tokens, dim=1)[0].tolist()
+            return self.next_token.clone()
+
+        return self.static.generate(self.prompt, replay)
 
     def compiled(self) -> list[int]:
         if self.compiled_step is None:
             self.compiled_state = StaticStep(self.model, self.device)
             self.compiled_step = torch.compile(self.compiled_state.step, mode="reduce-overhead")
         state = self.compiled_state
-        token = state.prefill(self.prompt)
-        tokens = [token]
-        for i in range(NEW - 1):
-            position = PROMPT + i
-            state.position.fill_(position)
-            state.mask[..., position] = True
-            # Kept as a copy: the CUDA graph trees overwrite an output with their next replay (torch_fl's graph
-            # replay hands out copies; the copy here is the same user code on both sides).
-            token = self.compiled_step(token, state.position, state.mask).clone()
-            tokens.append(token)
-        return torch.cat(tokens, dim=1)[0].tolist()
+        # Kept as a copy: the CUDA graph trees overwrite an output with their next replay (torch_fl's graph
+        # replay hands out copies; the copy here is the same user code on both sides).
+        return state.generate(self.prompt, lambda token: self.compiled_step(token, state.position, state.mask).clone())
 
     def run(self, mode: str) -> dict[str, Any]:
         generate = {"eager": self.eager, "graph": self.graphed, "compiled": self.compiled}[mode]
