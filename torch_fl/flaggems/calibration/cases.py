@@ -22,6 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from torch_fl import _C
 from torch_fl.flaggems.size_rules import call_size, dtype_name
 
 __all__ = ["Case", "bucket_of", "bucket_range", "clone_call", "opinfo_cases", "resolve_workload", "workload_cases"]
@@ -76,8 +77,6 @@ def _clone(x: Any) -> Any:
 def _on_kernel_device(x: Any) -> Any:
     """A flagos tensor as a kernel-device tensor of its own, with its storage layout; anything else as it is."""
     if isinstance(x, torch.Tensor) and x.device.type == "flagos":
-        from torch_fl import _C
-
         return _clone(_C._kernel_view(x))
     return x
 
