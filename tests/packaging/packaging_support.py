@@ -49,3 +49,15 @@ def run_build(args: list[str], *, env: dict[str, str] | None = None, cwd: Path =
     proc = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env or build_env(), cwd=cwd,
                           timeout=900)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def checkout_copy(dest: Path) -> Path:
+    """The files git tracks or would track (untracked, not ignored), copied to `dest`: another checkout."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest

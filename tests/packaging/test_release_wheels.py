@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
-from packaging_support import REPO, build_env, run_build
+from packaging_support import REPO, build_env, checkout_copy, run_build
 from torch_fl_packaging.manifest import validate_manifest
 
 pytestmark = [pytest.mark.wheel, pytest.mark.slow]
@@ -56,25 +55,13 @@ def test_installs_on_stock_torch_and_runs(real_wheels: dict[str, Path], stock_en
     assert proc.stdout.startswith("ok flagos")
 
 
-def _checkout_copy(dest: Path) -> Path:
-    """The files git tracks or would track (untracked, not ignored), copied to `dest`: another checkout."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    for rel in filter(None, listed):
-        src = REPO / rel
-        if src.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
-    return dest
-
-
 @pytest.mark.compile
 @pytest.mark.slow
 def test_two_builds_are_byte_identical(real_wheels: dict[str, Path], tmp_path: Path) -> None:
     """Same commit, same SOURCE_DATE_EPOCH: the same bytes -- built twice here, and once in another checkout."""
     env = build_env()
     env["SOURCE_DATE_EPOCH"] = "1700000000"
-    other = _checkout_copy(tmp_path / "another" / "checkout")
+    other = checkout_copy(tmp_path / "another" / "checkout")
     digests = []
     for i, source in enumerate((REPO, REPO, other)):
         out = tmp_path / f"out{i}"

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from packaging_support import BUNDLERS, REPO, build_env, run_build, torch_base
-from support.bootstrap import Venv, site_packages, torch_tree_hashes
+from packaging_support import BUNDLERS, REPO, build_env, checkout_copy, run_build, torch_base
+from support.bootstrap import torch_tree_hashes
+from support.bootstrap_fixtures import venv_with_wheel
 from support.tools import require_tool
 from torch_fl_packaging.elf_read import read_elf
 from torch_fl_packaging.pip_env import isolated_pip_env
@@ -68,13 +68,7 @@ def ppu_build(standin_sdk: Path, cuda_torch_wheel: Path, tmp_path_factory: pytes
     require_tool("patchelf")
     base = tmp_path_factory.mktemp("ppu-build")
     # A copy of the checkout: the cuda adapter's build directory stays apart from the host builds of this tree.
-    source = base / "checkout"
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    for rel in filter(None, listed):
-        if (REPO / rel).is_file():
-            (source / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, source / rel)
+    source = checkout_copy(base / "checkout")
     env = build_env()
     env["PPU_SDK"] = str(standin_sdk)
     env["SOURCE_DATE_EPOCH"] = "1700000000"
@@ -120,13 +114,7 @@ def test_ppu_wheel_links_the_cuda_runtime_and_the_sdk(ppu_build: dict, tmp_path:
 
 def test_ppu_wheel_imports_beside_stock_torch(ppu_build: dict, standin_sdk: Path, stock_venv: Path,
                                                tmp_path: Path) -> None:
-    root = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    shutil.copytree(site_packages(stock_venv), site_packages(root), dirs_exist_ok=True, symlinks=True)
-    hashes = torch_tree_hashes(site_packages(root))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                    "--ignore-installed", "--prefix", str(root), ppu_build["wheel"]["path"]], check=True, timeout=600)
-    venv = Venv("ppu", root, Path(ppu_build["wheel"]["path"]), tmp_path / "cache", hashes)
+    venv = venv_with_wheel("ppu", Path(ppu_build["wheel"]["path"]), stock_venv, tmp_path)
     # The SDK sits elsewhere than its fixed prefix here, so its libraries are named as a moved SDK's are.
     env = venv.env(LD_LIBRARY_PATH=str(standin_sdk / "CUDA_SDK" / "lib64"))
     proc = venv.run("""
@@ -144,4 +132,4 @@ def test_ppu_wheel_imports_beside_stock_torch(ppu_build: dict, standin_sdk: Path
     assert runtime_line == "cuda True False"
     assert mapped_line == "True True"
     assert warned_line == "True"
-    assert torch_tree_hashes(venv.site) == hashes  # the installed torch is never written
+    assert torch_tree_hashes(venv.site) == venv.torch_hashes  # the installed torch is never written

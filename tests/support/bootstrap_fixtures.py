@@ -75,7 +75,8 @@ def stock_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env_dir
 
 
-def _make_venv(kind: str, wheel: Path, stock: Path, base: Path) -> Venv:
+def venv_with_wheel(kind: str, wheel: Path, stock: Path, base: Path) -> Venv:
+    """A copy of the stock-torch venv ``stock`` under ``base``, with ``wheel`` installed (no dependencies)."""
     root = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     shutil.copytree(site_packages(stock), site_packages(root), dirs_exist_ok=True, symlinks=True)
@@ -93,7 +94,7 @@ def make_venv(wheels: dict[str, Path], stock_venv: Path,
 
     def get(kind: str) -> Venv:
         if kind not in made:
-            made[kind] = _make_venv(kind, wheels[kind], stock_venv, tmp_path_factory.mktemp(f"venv-{kind}"))
+            made[kind] = venv_with_wheel(kind, wheels[kind], stock_venv, tmp_path_factory.mktemp(f"venv-{kind}"))
         return made[kind]
 
     return get
