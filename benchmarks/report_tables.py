@@ -170,8 +170,12 @@ def _gpu_first_use(r: Report) -> Lines:
 
 
 def _gpu_flaggems(r: Report) -> Lines:
-    sides = ("native", "flagos_cuda", "flagos_flaggems")
+    verified = r.get("verified_routes") or {}
+    sides: tuple[str, ...] = ("native", "flagos_cuda", "flagos_flaggems")
     header = ["workload", "native", "flagos→cuda", "flagos→flaggems"]
+    if verified.get("table"):
+        sides += ("flagos_routes",)
+        header.append("flagos→verified routes")
     rows: list[list[Any]] = []
     for op, v in r["first_call_ms"].items():
         rows.append([f"first call, {op} (ms)", *(_n(v[s], 1) for s in sides)])
@@ -181,9 +185,12 @@ def _gpu_flaggems(r: Report) -> Lines:
         rows.append([f"{op} (ms)", *(_n(v[s], 4) for s in sides)])
     rows.append(["bf16 matmul (TFLOP/s)", *(r["matmul_bf16_tflops"][s] for s in sides)])
     rows.append(["training step (ms)", *(r["transformer_step_ms"][s] for s in sides)])
-    return [f"FlagGems {r.get('flag_gems')}, {r.get('routed_ops')} operators routed; Triton cache "
-            f"{r.get('triton_cache')} (a FlagGems first call includes Triton's compile and autotuning).", "",
-            *_table(header, rows)]
+    note = (f" Verified routes: `{verified['table']}`, {verified['routed_ops']} operators on FlagGems "
+            f"({verified['size_rules']} of them by size); its training step is {verified['step_vs_cuda']} × the "
+            "speed of flagos→cuda." if verified.get("table") else "")
+    return [f"FlagGems {r.get('flag_gems')}, {r.get('routed_ops')} operators routed (flagos→flaggems: every "
+            f"operator it offers); Triton cache {r.get('triton_cache')} (a FlagGems first call includes Triton's "
+            f"compile and autotuning).{note}", "", *_table(header, rows)]
 
 
 def _gpu_step_profile(r: Report) -> Lines:

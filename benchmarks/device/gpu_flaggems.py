@@ -1,8 +1,10 @@
-"""FlagGems on the GPU, in one run: native cuda, flagos -> cuda and flagos -> flaggems.
+"""FlagGems on the GPU, in one run: native cuda, flagos -> cuda, flagos -> flaggems and flagos -> verified routes.
 
 flagos -> cuda is the packaged routing (PyTorch's CUDA kernels on kernel views); flagos -> flaggems routes
-every operator the installed flag_gems offers to it (FLAGOS_USE_FLAGGEMS=1), switched in this process by
-reinstalling the routing table between measurements.  Native cuda runs in the reference interpreter
+every operator the installed flag_gems offers to it, unverified (`default = flaggems`); flagos -> verified
+routes is `FLAGOS_USE_FLAGGEMS=1` with a calibrated route table (the shipped one whose evidence matches this
+flag_gems, Triton and GPU, or `--routes FILE`): FlagGems only where calibration found it correct and
+faster.  The sides are switched in this process by reinstalling the routing table between measurements.  Native cuda runs in the reference interpreter
 (`--reference-python`, _gpu_common.py says why); all three take turns, repeat by repeat, pinned to the
 same two cores.  Workloads:
 
@@ -17,7 +19,10 @@ same two cores.  Workloads:
 * a small transformer training step (4 layers, d_model 512, 8 heads, feed-forward 2048, batch 8 x 256,
   bf16 autocast, AdamW): milliseconds per step.
 
+Without a calibrated table the verified side is left out, and the report says so.
+
     python benchmarks/device/gpu_flaggems.py [--out gpu_flaggems.json] [--reference-python PY] [--steps 10]
+                                             [--routes ROUTES.conf]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -103,15 +109,24 @@ class Bench:
 
 
 class Routes:
-    """flagos's routing in this process: the packaged table (flagos -> cuda) or FLAGOS_USE_FLAGGEMS=1."""
+    """flagos's routing in this process: the packaged table (flagos -> cuda), every op FlagGems offers (flagos ->
+    flaggems) and, where there is one, a calibrated table (flagos -> verified routes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, verified: str | None) -> None:
         from torch_fl import routing
 
-        env = {k: v for k, v in os.environ.items() if k != "FLAGOS_USE_FLAGGEMS"}
+        env = {k: v for k, v in os.environ.items() if k not in ("FLAGOS_USE_FLAGGEMS", "FLAGOS_BACKEND_CONFIG")}
+        packaged = str(Path(routing.__file__).parent / "configs" / "backends_cuda.conf")
         self.routing = routing
         self.tables = {"flagos_cuda": routing.load("cuda", environ=env),
-                       "flagos_flaggems": routing.load("cuda", environ={**env, "FLAGOS_USE_FLAGGEMS": "1"})}
+                       # A table of the user's keeps the shipped one out: every op FlagGems offers goes to it.
+                       "flagos_flaggems": routing.load("cuda", environ={**env, "FLAGOS_USE_FLAGGEMS": "1",
+                                                                         "FLAGOS_BACKEND_CONFIG": packaged})}
+        chosen = routing.load("cuda", environ={**env, "FLAGOS_USE_FLAGGEMS": "1",
+                                               **({"FLAGOS_BACKEND_CONFIG": verified} if verified else {})})
+        self.verified_source = chosen.source if chosen.evidence else None
+        if self.verified_source:
+            self.tables["flagos_routes"] = chosen
         self.current = ""
 
     def use(self, side: str) -> None:
@@ -124,6 +139,8 @@ def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--keep-triton-cache", action="store_true", help="first calls with the existing Triton cache")
+    p.add_argument("--routes", help="a calibrated route table for the verified side (default: the shipped one that "
+                   "matches this flag_gems, Triton and GPU)")
     args = p.parse_args()
     if args.native_child:
         native_bench = Bench("cuda")
@@ -136,7 +153,12 @@ def main() -> int:
     from torch_fl import flaggems
 
     cores = share_cores()
-    routes = Routes()
+    routes = Routes(args.routes)
+    if args.routes and routes.verified_source is None:
+        print(f"--routes {args.routes}: not a calibrated route table (no evidence beside it) — give a table "
+              "`python -m torch_fl.flaggems calibrate` wrote", file=sys.stderr)
+        return 2
+    sides = [s for s in ("flagos_cuda", "flagos_flaggems", "flagos_routes") if s in routes.tables]
     routes.use("flagos_flaggems")
     status = flaggems.status()
     if not status["available"]:
@@ -152,26 +174,33 @@ def main() -> int:
         first: dict[str, dict[str, float]] = {}
         for name in (*SMALL, *KERNELS, "step"):
             first[name] = {"native": round(native.ask("first", name)["ms"], 3)}
-            for side in ("flagos_cuda", "flagos_flaggems"):
+            for side in sides:
                 routes.use(side)
                 first[name][side] = round(flagos.first(name), 3)
         steady: dict[str, dict[str, float]] = {}
         for name in (*SMALL, *KERNELS):
             ms = median_ms({"native": lambda name=name: native.ask("time", name)["ms"],
-                            "flagos_cuda": on("flagos_cuda", lambda name=name: flagos.time(name)),
-                            "flagos_flaggems": on("flagos_flaggems", lambda name=name: flagos.time(name))},
+                            **{side: on(side, lambda name=name: flagos.time(name)) for side in sides}},
                            repeats=REPEATS)
             steady[name] = {side: round(t * 1000, 2) if name in SMALL else round(t, 4) for side, t in ms.items()}
-        steps = median_ms({"native": lambda: native.ask("step")["ms"], "flagos_cuda": on("flagos_cuda", flagos.step),
-                           "flagos_flaggems": on("flagos_flaggems", flagos.step)}, repeats=args.steps)
+        steps = median_ms({"native": lambda: native.ask("step")["ms"], **{side: on(side, flagos.step) for side in sides}},
+                          repeats=args.steps)
         native_env = native.ask("environment")
     finally:
         native.close()
     routes.use("flagos_flaggems")
+    routed_all = len(flaggems.status()["routed"])
+    verified: dict[str, object] = {"table": None}
+    if "flagos_routes" in routes.tables:
+        routes.use("flagos_routes")
+        found = flaggems.status()
+        verified = {"table": Path(str(routes.verified_source)).name, "routed_ops": len(found["routed"]),
+                    "size_rules": len(found["size_rules"]),
+                    "step_vs_cuda": round(steps["flagos_cuda"] / steps["flagos_routes"], 3)}
     flops = 2 * 4096**3
     return emit({
         "benchmark": "gpu_flaggems",
-        "flag_gems": status["flag_gems"], "routed_ops": len(status["routed"]), "cores": cores,
+        "flag_gems": status["flag_gems"], "routed_ops": routed_all, "verified_routes": verified, "cores": cores,
         "triton_cache": "existing" if args.keep_triton_cache else "fresh",
         "first_call_ms": first,
         "small_ops_us": {name: {**steady[name], "flaggems_vs_cuda": round(steady[name]["flagos_flaggems"] /

@@ -11,13 +11,19 @@ ratios, and each run's peak memory.  Goals: flagos >= 0.97 of native tokens/s
 
 The native model lives in the reference interpreter (`--reference-python`, a
 Python with a CUDA build of torch; _gpu_common.py says why), which never registers
-flagos.  The parent asks it for one step at a time over a pipe.
+flagos.  The parent asks it for one step at a time over a pipe.  With
+`--flagos-in-child` the flagos model lives in a child process too (this
+interpreter, flagos registered), so that both sides run in the same role: a
+child started the same way, driven over the same kind of pipe.
 
     python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 30] [--reference-python PY]
+        [--flagos-in-child]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
 import sys
 import time
@@ -116,13 +122,21 @@ def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--flagos-in-child", action="store_true", help="train the flagos model in a child process, "
+                   "as the native one")
+    p.add_argument("--flagos-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.native_child:
         serve_trainer(Trainer("cuda"))
         return 0
     require_flagos()
+    if args.flagos_child:
+        serve_trainer(Trainer("flagos"), native=False)
+        return 0
     cores = share_cores()
-    native, flagos = NativeTrainer(reference_python(args.reference_python), __file__), Trainer("flagos")
+    native = NativeTrainer(reference_python(args.reference_python), __file__)
+    flagos: Trainer | ChildTrainer = (ChildTrainer([sys.executable, __file__, "--flagos-child"], dict(os.environ))
+                                      if args.flagos_in_child else Trainer("flagos"))
     try:
         for _ in range(args.warmup):
             native.step()
@@ -137,11 +151,13 @@ def main() -> int:
         native_env = native.ask("environment")
     finally:
         native.close()
+        if isinstance(flagos, ChildTrainer):
+            flagos.close()
     return emit({
         "benchmark": "gpu_transformer",
         "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
                    "autocast": "bfloat16", "optimizer": "AdamW", "steps": args.steps, "warmup": args.warmup,
-                   "cores": cores},
+                   "cores": cores, "flagos_process": "child" if args.flagos_in_child else "benchmark"},
         "native": native_result, "flagos": flagos_result,
         "steps_ms": {"native": [round(t, 2) for t in native_ms], "flagos": [round(t, 2) for t in flagos_ms]},
         "throughput_ratio": round(flagos_result["tokens_per_s"] / native_result["tokens_per_s"], 4),

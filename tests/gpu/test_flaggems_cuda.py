@@ -1,4 +1,5 @@
-"""Provider flaggems on the GPU: with every operator FlagGems offers routed to it (FLAGOS_USE_FLAGGEMS=1),
+"""Provider flaggems on the GPU: with FLAGOS_USE_FLAGGEMS=1 (the shipped route table calibrated for this
+flag_gems, Triton and GPU where there is one, else every operator FlagGems offers, unverified),
 the suite's operator cases, their gradients, the small training loop and a small transformer's training step
 match native CUDA (the reference interpreter, reference.py) within FlagGems' documented tolerances
 (``flag_gems.testing``: rtol per dtype, atol 1e-4 per reduced element).  Each failure names the ops FlagGems
@@ -37,7 +38,8 @@ def flaggems_routing() -> Iterator[dict[str, Any]]:
     try:
         status = flaggems.status()
         assert status["available"], status.get("reason")
-        assert torch_fl.is_flaggems_enabled() and torch_fl.route("add.Tensor").effective == "flaggems"
+        if not status["table"].get("calibrated"):  # no verified table here: every op FlagGems offers goes to it
+            assert torch_fl.is_flaggems_enabled() and torch_fl.route("add.Tensor").effective == "flaggems"
         yield status
     finally:
         routing.install(routing.load("cuda"), log_dispatch=os.environ.get("FLAGOS_LOG_DISPATCH") == "1")
@@ -105,7 +107,8 @@ def test_transformer_training_step_matches_native_cuda(autocast: bool, transform
     expected = reference.call("flaggems_cases:transformer_step", transformer, "cuda", autocast)
     actual = transformer_step(transformer, "flagos", autocast)
     log = served(capfd.readouterr().err)
-    assert "FlagGems ran []" not in log, log  # the step must exercise FlagGems
+    if not flaggems_routing["table"].get("calibrated"):
+        assert "FlagGems ran []" not in log, log  # routed unverified, the step must exercise FlagGems
     # Matrix products reduce over d_model (FlagGems' reduce_dim); bf16 autocast takes bf16's resolution.
     tol = tolerance(torch.bfloat16 if autocast else torch.float32, {}, reduce_dim=D_MODEL)
     for k, (a, e) in enumerate(zip(actual, expected)):
