@@ -61,6 +61,9 @@ def add_commands(subparsers: Any) -> None:
     merge.add_argument("states", nargs="+", type=Path, help="state files (JSONL)")
     merge.add_argument("--out", type=Path, help="the route table to write (default as for calibrate)")
     merge.add_argument("--min-speedup", type=float, help="default: the one the runs used")
+    merge.add_argument("--kernel-provider", help="the provider calls not routed to flaggems run on (default: the one "
+                       "the runs recorded, else this process's kernel-device provider); merging on another machine "
+                       "than the one measured, name it for state files that do not record it")
     merge.add_argument("--debug", action="store_true", help="tracebacks for errors")
 
 
@@ -186,6 +189,7 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
                   "settings": {"dtypes": [dtype_name(d) for d in chosen], "warmup": args.warmup, "reps": args.reps,
                                "min_speedup": args.min_speedup, "timer": measure.timer_name(device),
                                "tolerance": args.tolerance, "tolerances": tolerances, "provider_overhead_us": overhead,
+                               "kernel_provider": fallback,
                                "sources": (["opinfo"] if not args.no_opinfo else []) + [n for n, _ in workloads]}})
     progress_console.print(f"calibrating {len(ops)} operators of flag_gems {offered.version} against provider "
                            f"{fallback} on {environment['device']}; tolerances: {args.tolerance} "
@@ -302,6 +306,8 @@ def run_merge(args: argparse.Namespace, argv: list[str]) -> int:
                                   "failure": "did not finish (crash or hang)"}
     environment = found.runs[0]["environment"]
     out = args.out or Path(table.default_name(environment))
-    min_speedup = args.min_speedup if args.min_speedup is not None else found.runs[0]["settings"]["min_speedup"]
+    settings = found.runs[0]["settings"]
+    min_speedup = args.min_speedup if args.min_speedup is not None else settings["min_speedup"]
+    kernel_provider = args.kernel_provider or settings.get("kernel_provider") or provider.fallback_provider()
     command = "python -m torch_fl.flaggems " + shlex.join(argv)
-    return _write_table(found, out, min_speedup, provider.fallback_provider(), command, _console())
+    return _write_table(found, out, min_speedup, kernel_provider, command, _console())
