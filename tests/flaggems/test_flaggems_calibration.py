@@ -124,6 +124,30 @@ def test_shards_merge_into_the_single_runs_table(calibrated: Any, standin: Path,
     assert document["settings"]["shards"] == 2
 
 
+def test_merge_writes_the_provider_the_calibration_ran_against(calibrated: Any, standin: Path, tmp_path: Path) -> None:
+    # A state measured on a GPU machine and merged elsewhere: its calls not routed to flaggems run on the provider
+    # it recorded, not on the merging process's kernel device.
+    work, _ = calibrated
+    entries = [json.loads(line) for line in (work / "routes.state.jsonl").read_text().splitlines()]
+    assert {e["settings"]["kernel_provider"] for e in entries if e["kind"] == "run"} == {"host"}
+    for entry in entries:
+        if entry["kind"] == "run":
+            entry["settings"]["kernel_provider"] = "cuda"
+    (tmp_path / "gpu.jsonl").write_text("\n".join(json.dumps(e) for e in entries) + "\n")
+    result = _flaggems(["merge", "--out", "gpu.conf", "gpu.jsonl"], tmp_path, standin)
+    assert result.returncode == 0, result.stderr
+    routes = _routes(tmp_path / "gpu.conf")
+    assert routes["default"] == ["cuda"] and routes["sqrt"] == ["cuda"]
+    assert json.loads((tmp_path / "gpu.evidence.json").read_text())["ops"]["sqrt"]["route"] == ["cuda"]
+    # A state file that records none takes --kernel-provider.
+    for entry in entries:
+        entry.get("settings", {}).pop("kernel_provider", None)
+    (tmp_path / "old.jsonl").write_text("\n".join(json.dumps(e) for e in entries) + "\n")
+    result = _flaggems(["merge", "--out", "old.conf", "--kernel-provider", "cuda", "old.jsonl"], tmp_path, standin)
+    assert result.returncode == 0, result.stderr
+    assert _routes(tmp_path / "old.conf")["default"] == ["cuda"]
+
+
 def test_merge_refuses_states_from_another_flag_gems(calibrated: Any, standin: Path, tmp_path: Path) -> None:
     work, _ = calibrated
     lines = (work / "routes.state.jsonl").read_text().splitlines()
