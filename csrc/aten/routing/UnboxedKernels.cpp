@@ -32,6 +32,7 @@
 #include <ATen/ops/_foreach_norm_ops.h>
 #include <ATen/ops/_foreach_sqrt_ops.h>
 #include <ATen/ops/_foreach_zero_ops.h>
+#include <ATen/ops/_fused_sdp_choice_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention_backward_ops.h>
@@ -158,9 +159,11 @@ struct KernelArgument<const at::ITensorListRef&> {
   at::ITensorListRef get() { return at::ITensorListRef(tensors); }
 };
 
-// Kernel results back on flagos.
+// Kernel results back on flagos; a result that is no tensor (a choice, a count) as the kernel gave it.
 template <class R>
-struct KernelResult;
+struct KernelResult {
+  static R back(CallViews& /*views*/, R&& result, c10::Device /*device*/) { return std::move(result); }
+};
 
 // Results are consumed: one that nothing else holds becomes the flagos tensor in place.
 template <>
@@ -315,7 +318,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   unboxed<ops::nll_loss_forward>(m);
   unboxed<ops::nll_loss_backward>(m);
   unboxed<ops::native_dropout_backward>(m);
-  // attention backward (the forward ops are random: dropout)
+  // attention: the kernel choice (CUDA makes it without a dispatcher call; PrivateUse1 asks through one) and the
+  // backward ops (the forward ops are random: dropout)
+  unboxed<ops::_fused_sdp_choice>(m);
   unboxed<ops::_scaled_dot_product_flash_attention_backward>(m);
   unboxed<ops::_scaled_dot_product_efficient_attention_backward>(m);
   unboxed<ops::_scaled_dot_product_cudnn_attention_backward>(m);
