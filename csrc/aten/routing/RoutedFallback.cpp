@@ -117,6 +117,18 @@ class LentKernelGenerator {
   at::Tensor saved_;
 };
 
+}  // namespace
+
+bool kernel_draws_from_flagos_generator(const c10::OperatorHandle& op, c10::Device device) {
+  for (const bool generator_argument : plan_for(op).generator) {
+    if (generator_argument) return false;
+  }
+  const auto engine = flagos_generator_of(device).engine();
+  return engine == at::globalContext().defaultGenerator(engine.device());
+}
+
+namespace {
+
 // Kernels accept only generators of their own device type: give them the
 // engine of the flagos generator, and the device's default generator where
 // none was passed, so that torch.flagos.manual_seed governs random ops on

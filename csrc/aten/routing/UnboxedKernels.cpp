@@ -13,7 +13,8 @@
 // The routing table still decides: while an operator is routed elsewhere (a
 // FLAGOS_OP_* override, the cpu provider, an unavailable provider) or
 // FLAGOS_LOG_DISPATCH is on, the call goes to the routed fallback instead.
-// Random operators stay boxed: their generator handling lives there.
+// Random operators run unboxed only where the kernel device's default generator is flagos's own
+// (kernel_draws_from_flagos_generator); elsewhere the routed fallback lends it the flagos generator's state.
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -36,6 +37,9 @@
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention_backward_ops.h>
+#include <ATen/ops/_scaled_dot_product_cudnn_attention_ops.h>
+#include <ATen/ops/_scaled_dot_product_efficient_attention_ops.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_ops.h>
 #include <ATen/ops/_scaled_dot_product_efficient_attention_backward_ops.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_backward_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
@@ -62,6 +66,7 @@
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_dropout_backward_ops.h>
+#include <ATen/ops/native_dropout_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/neg_ops.h>
@@ -206,7 +211,10 @@ struct Unboxed<Op, R(A...)> {
   static R call(A... args) {
     static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
     static RouteSlot route;
-    if (!runs_on_kernel_device(op, route)) {
+    static const bool seeded = op.hasTag(at::Tag::nondeterministic_seeded);
+    if (!runs_on_kernel_device(op, route) ||
+        (seeded && !kernel_draws_from_flagos_generator(
+                       op, c10::Device(c10::DeviceType::PrivateUse1, runtime::current_device())))) {
       return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&routed_fallback>(), op,
                                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                           std::forward<A>(args)...);
@@ -317,10 +325,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   unboxed<ops::_log_softmax_backward_data>(m);
   unboxed<ops::nll_loss_forward>(m);
   unboxed<ops::nll_loss_backward>(m);
+  unboxed<ops::native_dropout>(m);
   unboxed<ops::native_dropout_backward>(m);
-  // attention: the kernel choice (CUDA makes it without a dispatcher call; PrivateUse1 asks through one) and the
-  // backward ops (the forward ops are random: dropout)
+  // attention: the kernel choice (CUDA makes it without a dispatcher call; PrivateUse1 asks through one), the
+  // fused kernels (random: their dropout) and their backward ops
   unboxed<ops::_fused_sdp_choice>(m);
+  unboxed<ops::_scaled_dot_product_flash_attention>(m);
+  unboxed<ops::_scaled_dot_product_efficient_attention>(m);
+  unboxed<ops::_scaled_dot_product_cudnn_attention>(m);
   unboxed<ops::_scaled_dot_product_flash_attention_backward>(m);
   unboxed<ops::_scaled_dot_product_efficient_attention_backward>(m);
   unboxed<ops::_scaled_dot_product_cudnn_attention_backward>(m);
