@@ -31,8 +31,8 @@ mkdir -p "$WORK" || { echo "tools/gpu-calibrate.sh: cannot create $WORK — pass
 WORK=$(cd "$WORK" && pwd)
 cd /tmp || exit 2  # a checkout's unbuilt torch_fl/ must not shadow the installed one
 
-caches() {  # the environment of shard $1
-  echo "TRITON_CACHE_DIR=$WORK/cache-$1/triton FLAGGEMS_CACHE_DIR=$WORK/cache-$1/gems"
+caches() {  # CACHES: the environment of shard $1
+  CACHES=("TRITON_CACHE_DIR=$WORK/cache-$1/triton" "FLAGGEMS_CACHE_DIR=$WORK/cache-$1/gems")
 }
 
 case "$STAGE" in
@@ -41,7 +41,8 @@ case "$STAGE" in
     [[ $N =~ ^[1-9][0-9]*$ ]] || { echo "tools/gpu-calibrate.sh: compile $N — give a count of shards" >&2; exit 2; }
     echo "$N" >"$WORK/shards"
     for K in $(seq 1 "$N"); do
-      env $(caches "$K") PYTHONUNBUFFERED=1 setsid "$PY" -m torch_fl.flaggems calibrate --shard "$K/$N" \
+      caches "$K"
+      env "${CACHES[@]}" PYTHONUNBUFFERED=1 setsid "$PY" -m torch_fl.flaggems calibrate --shard "$K/$N" \
         --state "$WORK/compile-$K.jsonl" --out "$WORK/compile.conf" "$@" >"$WORK/compile-$K.log" 2>&1 &
       echo $! >"$WORK/compile-$K.pid"
     done
@@ -70,7 +71,8 @@ case "$STAGE" in
     status=0
     for K in $(seq "$FIRST" "$LAST"); do
       for attempt in 1 2 3; do
-        env $(caches "$K") timeout "${TIME_LIMIT:-900}" "$PY" -m torch_fl.flaggems calibrate --shard "$K/$N" \
+        caches "$K"
+        env "${CACHES[@]}" timeout "${TIME_LIMIT:-900}" "$PY" -m torch_fl.flaggems calibrate --shard "$K/$N" \
           --state "$WORK/time-$K.jsonl" --out "$WORK/time.conf" "$@" >>"$WORK/time-$K.log" 2>&1
         rc=$?
         [[ $rc != 124 ]] && break
