@@ -4,9 +4,9 @@ flagos -> cuda is the packaged routing (PyTorch's CUDA kernels on kernel views);
 every operator the installed flag_gems offers to it, unverified (`default = flaggems`); flagos -> verified
 routes is `FLAGOS_USE_FLAGGEMS=1` with a calibrated route table (the shipped one whose evidence matches this
 flag_gems, Triton and GPU, or `--routes FILE`): FlagGems only where calibration found it correct and
-faster.  The sides are switched in this process by reinstalling the routing table between measurements.  Native cuda runs in the reference interpreter
-(`--reference-python`, _gpu_common.py says why); all three take turns, repeat by repeat, pinned to the
-same two cores.  Workloads:
+faster.  The flagos sides are switched in this process by reinstalling the routing table between
+measurements.  Native cuda runs in the reference interpreter (`--reference-python`, _gpu_common.py says
+why); all sides take turns, repeat by repeat, pinned to the same two cores.  Workloads:
 
 * first call of each workload, synchronised, before any warm-up: for flagos -> flaggems that is Triton's
   compile (and FlagGems' autotuning) of its kernels, in a fresh TRITON_CACHE_DIR unless
@@ -188,8 +188,6 @@ def main() -> int:
         native_env = native.ask("environment")
     finally:
         native.close()
-    routes.use("flagos_flaggems")
-    routed_all = len(flaggems.status()["routed"])
     verified: dict[str, object] = {"table": None}
     if "flagos_routes" in routes.tables:
         routes.use("flagos_routes")
@@ -200,7 +198,7 @@ def main() -> int:
     flops = 2 * 4096**3
     return emit({
         "benchmark": "gpu_flaggems",
-        "flag_gems": status["flag_gems"], "routed_ops": routed_all, "verified_routes": verified, "cores": cores,
+        "flag_gems": status["flag_gems"], "routed_ops": len(status["routed"]), "verified_routes": verified, "cores": cores,
         "triton_cache": "existing" if args.keep_triton_cache else "fresh",
         "first_call_ms": first,
         "small_ops_us": {name: {**steady[name], "flaggems_vs_cuda": round(steady[name]["flagos_flaggems"] /
