@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,17 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-WORKLOAD = """
-import torch
-
-
-def step(device, dtype):
-    for n in (64, 256, 8192, 16384):
-        x = torch.rand(n, device=device, dtype=dtype) + 0.5
-        torch.sqrt(x)
-        torch.tanh(x)
-        torch.sinh(x)
-"""
+WORKLOAD = Path(__file__).with_name("calibration_workload.py")
 CALIBRATE = ["calibrate", "--ops", "sqrt,tanh,sinh", "--dtypes", "float32", "--samples", "4", "--warmup", "1",
              "--reps", "5", "--record-workload", "calibration_workload:step"]
 SCHEMA = json.loads((Path(__file__).parents[2] / "torch_fl/flaggems/route_evidence.schema.json").read_text())
@@ -35,7 +26,7 @@ def _flaggems(args: list[str], cwd: Path, standin: Path, env: dict[str, str] | N
               ) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("FLAGOS_", "PYTHONPATH"))}
     environ.update({"PYTHONPATH": f"{standin}{os.pathsep}{cwd}", "COLUMNS": "200", **(env or {})})
-    (cwd / "calibration_workload.py").write_text(WORKLOAD)
+    shutil.copyfile(WORKLOAD, cwd / WORKLOAD.name)
     return subprocess.run([sys.executable, "-m", "torch_fl.flaggems", *args], cwd=cwd, env=environ,
                           capture_output=True, text=True, timeout=300, check=False)
 

@@ -13,19 +13,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "tools" / "gpu-calibrate.sh"
-WORKLOAD = """
-import torch
+from support.paths import REPO
 
-
-def step(device, dtype):
-    for n in (64, 256, 8192, 16384):
-        x = torch.rand(n, device=device, dtype=dtype) + 0.5
-        torch.sqrt(x)
-        torch.tanh(x)
-        torch.sinh(x)
-"""
+SCRIPT = REPO / "tools" / "gpu-calibrate.sh"
 ARGS = ["--ops", "sqrt,tanh,sinh", "--dtypes", "float32", "--samples", "2", "--warmup", "1", "--reps", "5",
         "--record-workload", "calibration_workload:step"]
 
@@ -34,8 +24,8 @@ ARGS = ["--ops", "sqrt,tanh,sinh", "--dtypes", "float32", "--samples", "2", "--w
 def env(tmp_path: Path) -> dict[str, str]:
     site = tmp_path / "site"
     (site / "flag_gems").mkdir(parents=True)
-    shutil.copyfile(ROOT / "tests" / "flaggems" / "standin_flag_gems.py", site / "flag_gems" / "__init__.py")
-    (site / "calibration_workload.py").write_text(WORKLOAD)
+    shutil.copyfile(REPO / "tests" / "flaggems" / "standin_flag_gems.py", site / "flag_gems" / "__init__.py")
+    shutil.copyfile(REPO / "tests" / "flaggems" / "calibration_workload.py", site / "calibration_workload.py")
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("FLAGOS_", "PYTHONPATH"))}
     return {**environ, "PYTHON": sys.executable, "PYTHONPATH": str(site), "COLUMNS": "200"}
 
