@@ -31,6 +31,12 @@ mkdir -p "$WORK" || { echo "tools/gpu-calibrate.sh: cannot create $WORK — pass
 WORK=$(cd "$WORK" && pwd)
 cd /tmp || exit 2  # a checkout's unbuilt torch_fl/ must not shadow the installed one
 
+cases() {  # the cases state file $1 holds (grep -c prints 0 and fails where there are none)
+  local n
+  n=$(grep -c '"kind": "case"' "$1" 2>/dev/null)
+  echo "${n:-0}"
+}
+
 caches() {  # CACHES: the environment of shard $1
   CACHES=("TRITON_CACHE_DIR=$WORK/cache-$1/triton" "FLAGGEMS_CACHE_DIR=$WORK/cache-$1/gems")
 }
@@ -58,7 +64,7 @@ case "$STAGE" in
       sleep 5
     done
     for K in $(seq 1 "$N"); do
-      echo "shard $K: $(grep -c '"kind": "case"' "$WORK/compile-$K.jsonl" 2>/dev/null || echo 0) cases;" \
+      echo "shard $K: $(cases "$WORK/compile-$K.jsonl") cases;" \
         "$(tail -c 300 "$WORK/compile-$K.log" | tr -cd '[:print:]\n' | grep -v '^\s*$' | tail -n 1)"
     done
     echo "$running of $N compile shards still running"
@@ -78,7 +84,7 @@ case "$STAGE" in
         [[ $rc != 124 ]] && break
         echo "shard $K: stopped after ${TIME_LIMIT:-900} s (attempt $attempt); resuming" >>"$WORK/time-$K.log"
       done
-      echo "time shard $K/$N: exit $rc ($(grep -c '"kind": "case"' "$WORK/time-$K.jsonl" 2>/dev/null || echo 0) cases)"
+      echo "time shard $K/$N: exit $rc ($(cases "$WORK/time-$K.jsonl") cases)"
       [[ -n ${RESULTS:-} ]] && mkdir -p "$RESULTS" && cp "$WORK/time-$K.jsonl" "$RESULTS/"
       [[ $rc == 0 ]] || status=1
     done

@@ -119,10 +119,14 @@ class LentKernelGenerator {
 
 }  // namespace
 
-bool kernel_draws_from_flagos_generator(const c10::OperatorHandle& op, c10::Device device) {
-  for (const bool generator_argument : plan_for(op).generator) {
-    if (generator_argument) return false;
+bool takes_generator(const c10::FunctionSchema& schema) {
+  for (const auto& argument : schema.arguments()) {
+    if (is_optional_generator(argument)) return true;
   }
+  return false;
+}
+
+bool flagos_generator_is_kernel_default(c10::Device device) {
   const auto engine = flagos_generator_of(device).engine();
   return engine == at::globalContext().defaultGenerator(engine.device());
 }
@@ -162,10 +166,9 @@ std::unique_ptr<LentKernelGenerator> substitute_generators(const OpPlan& plan, t
     }
   }
   if (has_generator_argument) return nullptr;
-  auto engine = flagos_generator_of(device).engine();
   // cuda: the engine is the kernel device's default generator itself (default_generator_engine).
-  if (engine == at::globalContext().defaultGenerator(engine.device())) return nullptr;
-  return std::make_unique<LentKernelGenerator>(std::move(engine));
+  if (flagos_generator_is_kernel_default(device)) return nullptr;
+  return std::make_unique<LentKernelGenerator>(flagos_generator_of(device).engine());
 }
 
 // Providers `host` and `cuda`: PyTorch's kernel for the runtime's kernel

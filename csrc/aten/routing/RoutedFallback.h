@@ -9,11 +9,12 @@ namespace torch_fl::aten {
 
 void routed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-// Whether seeded random operator `op` (one without a Generator argument) draws from the flagos generator of
-// `device` when the kernel device's kernel runs it as called: where that generator's engine is the kernel
-// device's default generator (cuda).  Elsewhere the routed fallback lends the engine's state to the kernel
-// device's default generator for the call (host).  False for an operator that takes a Generator argument:
-// the fallback substitutes the flagos generator's engine for it.
-bool kernel_draws_from_flagos_generator(const c10::OperatorHandle& op, c10::Device device);
+// Whether `schema` takes a Generator (or Generator?) argument.
+bool takes_generator(const c10::FunctionSchema& schema);
+
+// Whether the flagos generator of `device` draws through the kernel device's default generator itself (cuda):
+// a seeded random op without a Generator argument then draws from it as called.  Elsewhere (host) the routed
+// fallback lends the flagos generator's state to the kernel device's default generator for the call.
+bool flagos_generator_is_kernel_default(c10::Device device);
 
 }  // namespace torch_fl::aten

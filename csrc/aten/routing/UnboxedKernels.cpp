@@ -13,8 +13,9 @@
 // The routing table still decides: while an operator is routed elsewhere (a
 // FLAGOS_OP_* override, the cpu provider, an unavailable provider) or
 // FLAGOS_LOG_DISPATCH is on, the call goes to the routed fallback instead.
-// Random operators run unboxed only where the kernel device's default generator is flagos's own
-// (kernel_draws_from_flagos_generator); elsewhere the routed fallback lends it the flagos generator's state.
+// Random operators run unboxed only without a Generator argument and where the kernel device's default
+// generator is flagos's own (flagos_generator_is_kernel_default); elsewhere the routed fallback hands kernels
+// the flagos generator.
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -212,9 +213,10 @@ struct Unboxed<Op, R(A...)> {
     static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
     static RouteSlot route;
     static const bool seeded = op.hasTag(at::Tag::nondeterministic_seeded);
+    static const bool generator_argument = takes_generator(op.schema());
     if (!runs_on_kernel_device(op, route) ||
-        (seeded && !kernel_draws_from_flagos_generator(
-                       op, c10::Device(c10::DeviceType::PrivateUse1, runtime::current_device())))) {
+        (seeded && (generator_argument || !flagos_generator_is_kernel_default(c10::Device(
+                                              c10::DeviceType::PrivateUse1, runtime::current_device()))))) {
       return c10::impl::BoxedKernelWrapper<R(A...)>::call(c10::BoxedKernel::makeFromFunction<&routed_fallback>(), op,
                                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                           std::forward<A>(args)...);
