@@ -152,6 +152,32 @@ def test_merge_refuses_states_from_another_flag_gems(calibrated: Any, standin: P
     assert "was measured elsewhere" in result.stderr and "flag_gems 5.0.1 (not 5.0.2+standin)" in result.stderr
 
 
+def test_an_operator_past_its_time_budget_stays_on_the_kernel_device(standin: Path, tmp_path: Path) -> None:
+    # A budget shorter than any case: every operator's cases are recorded as not measured, none is timed.
+    result = _flaggems([*CALIBRATE, "--op-budget", "1e-9", "--out", "routes.conf"], tmp_path, standin)
+    assert result.returncode == 0, result.stderr
+    assert _routes(tmp_path / "routes.conf") == {"default": ["host"], "sinh": ["host"], "sqrt": ["host"],
+                                                 "tanh": ["host"]}
+    document = json.loads((tmp_path / "routes.evidence.json").read_text())
+    jsonschema.validate(document, SCHEMA)
+    assert document["settings"]["op_budget_s"] == 1e-9 and document["cases"]["run"] == 0
+    assert {op["category"] for op in document["ops"].values()} == {"not-measured"}
+    assert document["ops"]["sinh"]["reason"] == "not measured: the operator's time budget (1e-09 s) ran out"
+    lines = [json.loads(line) for line in (tmp_path / "routes.state.jsonl").read_text().splitlines()]
+    assert not [line for line in lines if line["kind"] == "start"]
+
+
+def test_screened_states_from_another_machine_are_refused(calibrated: Any, standin: Path, tmp_path: Path) -> None:
+    work, _ = calibrated
+    lines = (work / "routes.state.jsonl").read_text().splitlines()
+    run = json.loads(lines[0])
+    run["environment"]["device"] = "another GPU"
+    (tmp_path / "screen.jsonl").write_text("\n".join([json.dumps(run), *lines[1:]]) + "\n")
+    result = _flaggems([*CALIBRATE, "--screened", str(tmp_path / "screen.jsonl")], tmp_path, standin)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "--screened was measured elsewhere" in result.stderr and "another GPU" in result.stderr
+
+
 def test_usage_errors_are_one_line(standin: Path, tmp_path: Path) -> None:
     result = _flaggems(["calibrate", "--ops", "sinhh"], tmp_path, standin)
     assert result.returncode == 2

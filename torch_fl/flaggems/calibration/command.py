@@ -48,6 +48,15 @@ def add_commands(subparsers: Any) -> None:
     calibrate.add_argument("--reps", type=int, default=10, help="timed calls per side; the median counts (default 10)")
     calibrate.add_argument("--min-speedup", type=float, default=1.05, help="FlagGems must be this many times faster "
                            "(default 1.05)")
+    calibrate.add_argument("--op-budget", type=float, metavar="S", help="seconds one operator may take (Triton's "
+                           "compiles and FlagGems' autotuning included); its cases not begun by then are recorded as "
+                           "not measured, and the op stays on the kernel device (default: no limit)")
+    calibrate.add_argument("--screened", type=Path, nargs="+", metavar="STATE", help="state files of a screening pass "
+                           "that ran side by side with other shards (tools/gpu-calibrate.sh screen), whose timings "
+                           "shared the GPU: time alone only the cases it found correct and no more than "
+                           "--screen-slack times too slow to route; take every other case's result from it")
+    calibrate.add_argument("--screen-slack", type=float, default=2.0, help="how much slower than routable FlagGems "
+                           "may have been in the screening and still be timed alone (default 2)")
     calibrate.add_argument("--tolerance", choices=("pytorch", "flaggems"), default="pytorch",
                            help="pytorch: torch.testing.assert_close's tolerances per dtype (default); flaggems: "
                            "flag_gems.testing.assert_close, FlagGems' own (looser for reductions)")
@@ -142,6 +151,9 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
     dtypes = _dtypes(args.dtypes)
     if args.reps < 1 or args.warmup < 0 or args.samples < 0:
         raise CalibrationError("--reps must be >= 1, --warmup and --samples >= 0")
+    if (args.op_budget is not None and args.op_budget <= 0) or args.screen_slack < 1:
+        raise CalibrationError("--op-budget must be > 0 and --screen-slack >= 1")
+    screen = _read_screen(args.screened, args.min_speedup, args.screen_slack)
     try:
         offered = provider.table()
     except FlagGemsUnavailable as e:
@@ -177,10 +189,11 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
                                for d in info.supported_dtypes(device)}, key=str)
     tolerances = {dtype_name(d): dict(zip(("rtol", "atol"), measure.tolerance_of(d))) for d in chosen}
     previous = state.read(state_path)
-    if previous.environment is not None and evidence.matches({"environment": previous.environment}, environment):
-        raise CalibrationError(f"{state_path} was measured elsewhere ("
-                               f"{', '.join(evidence.matches({'environment': previous.environment}, environment))}); "
-                               "give another --state")
+    for name, earlier in ((str(state_path), previous.environment), ("--screened", screen and screen.environment)):
+        if earlier is not None and evidence.matches({"environment": earlier}, environment):
+            raise CalibrationError(f"{name} was measured elsewhere ("
+                                   f"{', '.join(evidence.matches({'environment': earlier}, environment))}); "
+                                   "give state files of this machine")
     writer = state.StateWriter(state_path)
     started = time.perf_counter()
     command = "python -m torch_fl.flaggems " + shlex.join(argv)
@@ -190,6 +203,8 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
                                "min_speedup": args.min_speedup, "timer": measure.timer_name(device),
                                "tolerance": args.tolerance, "tolerances": tolerances, "provider_overhead_us": overhead,
                                "kernel_provider": fallback,
+                               **({"op_budget_s": args.op_budget} if args.op_budget is not None else {}),
+                               **({"screen": screen.settings()} if screen is not None else {}),
                                "sources": (["opinfo"] if not args.no_opinfo else []) + [n for n, _ in workloads]}})
     progress_console.print(f"calibrating {len(ops)} operators of flag_gems {offered.version} against provider "
                            f"{fallback} on {environment['device']}; tolerances: {args.tolerance} "
@@ -205,7 +220,7 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
         for name, workload in workloads:
             for case in cases.workload_cases(ops, dtype, name, workload):
                 recorded[case.op].append(case)
-    measured = skipped = 0
+    measured = skipped = taken = 0
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=progress_console) as progress:
@@ -220,13 +235,21 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
                 case_task = progress.add_task(f"  {op}", total=len(found))
                 overload = entries[op]
                 target = _overload(op)
+                op_started = time.perf_counter()
                 for case in found:
+                    carried = screen.carried(case.id) if screen is not None else None
                     if case.id in previous.results:
                         skipped += 1
                     elif case.id in previous.unfinished:
-                        writer.write({"kind": "case", "id": case.id, "op": case.op, "dtype": case.dtype,
-                                      "source": case.source, "numel": case.numel, "bucket": case.bucket,
-                                      "correct": False, "failure": "did not finish in an earlier run (crash or hang)"})
+                        writer.write({"kind": "case", **_identity(case), "correct": False,
+                                      "failure": "did not finish in an earlier run (crash or hang)"})
+                    elif carried is not None:
+                        writer.write({"kind": "case", **carried})
+                        taken += 1
+                    elif args.op_budget is not None and time.perf_counter() - op_started > args.op_budget:
+                        writer.write({"kind": "case", **_identity(case),
+                                      "skipped": f"not measured: the operator's time budget ({args.op_budget:g} s) "
+                                                 "ran out"})
                     else:
                         writer.write({"kind": "start", "id": case.id})
                         record = measure.measure(case, overload.function, target, settings, device,
@@ -242,12 +265,63 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
     finally:
         writer.write({"kind": "end", "wall_s": round(time.perf_counter() - started, 1)})
         writer.close()
-    progress_console.print(f"{measured} cases measured, {skipped} done in an earlier run; state: {state_path}")
+    from_screen = f", {taken} taken from the screening" if screen is not None else ""
+    progress_console.print(f"{measured} cases measured{from_screen}, {skipped} done in an earlier run; "
+                           f"state: {state_path}")
     if shards > 1:
         progress_console.print(f"shard {shard}/{shards} done; join the shards with: python -m torch_fl.flaggems merge "
                                f"--out {out} <state files>")
         return 0
     return _write_table(state.read(state_path), out, args.min_speedup, fallback, command, console, ops)
+
+
+def _identity(case: Any) -> dict[str, Any]:
+    return {"id": case.id, "op": case.op, "dtype": case.dtype, "source": case.source, "numel": case.numel,
+            "bucket": case.bucket}
+
+
+class _Screen:
+    """A screening pass's results: which cases to time alone, and the others' results as they were found."""
+
+    def __init__(self, found: Any, files: int, wall_s: float, min_speedup: float, slack: float) -> None:
+        self.found, self.files, self.wall_s = found, files, wall_s
+        self.min_speedup, self.slack = min_speedup, slack
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        return self.found.runs[0]["environment"]
+
+    def settings(self) -> dict[str, Any]:
+        return {"files": self.files, "wall_s": round(self.wall_s, 1), "slack": self.slack}
+
+    def carried(self, case_id: str) -> dict[str, Any] | None:
+        """The screening's result for ``case_id`` where it stands (None: time the case alone)."""
+        if case_id in self.found.unfinished:  # a crash or hang there would happen again here
+            op, dtype, source, _ = case_id.split("|", 3)
+            return {"id": case_id, "op": op, "dtype": dtype.split(":")[0], "source": source, "numel": 0, "bucket": 0,
+                    "correct": False, "failure": "did not finish in the screening (crash or hang)"}
+        record = self.found.results.get(case_id)
+        if record is None:
+            return None
+        if "skipped" in record or not record["correct"]:
+            return record  # a refusal of the kernel device, or a wrong result: contention changes neither
+        native, gems = record.get("native_us"), record.get("flaggems_us")
+        if native and gems and gems * self.min_speedup < native * self.slack:
+            return None  # a candidate
+        return {**record, "screened": True}
+
+
+def _read_screen(paths: list[Path] | None, min_speedup: float, slack: float) -> _Screen | None:
+    from torch_fl.flaggems.calibration import state
+
+    if not paths:
+        return None
+    try:
+        found = state.read_many(paths)
+    except state.StateError as e:
+        raise CalibrationError(f"--screened: {e}") from None
+    # The shards ran side by side: the screening took as long as the longest of them.
+    return _Screen(found, len(paths), max(state.read(p).wall_s for p in paths), min_speedup, slack)
 
 
 def _tolerance_text(tolerances: dict[str, dict[str, float]]) -> str:

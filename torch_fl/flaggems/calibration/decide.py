@@ -88,7 +88,12 @@ def decide(op: str, results: list[dict[str, Any]], min_speedup: float) -> Decisi
             spans_by_dtype[dtype] = spans
     rules = _rules(spans_by_dtype)
     if not by_dtype:
-        return Decision(op, "not-measured", "not measured: no OpInfo sample or workload call reached it", (), dtypes)
+        reasons = [r["skipped"] for r in results]
+        reason = next((r for r in reasons if r.startswith("not measured")), None)
+        if reason is None:
+            reason = (f"not measured: {reasons[0]}, in every call" if reasons
+                      else "not measured: no OpInfo sample or workload call reached it")
+        return Decision(op, "not-measured", reason, (), dtypes)
     ratio = f"best {best[0]:.3g}x the kernel device's speed ({best[1]})" if best else "no timing"
     if not rules:
         if len(wrong) == len(by_dtype):
