@@ -188,9 +188,13 @@ def _gpu_flaggems(r: Report) -> Lines:
     note = (f" Verified routes: `{verified['table']}`, {verified['routed_ops']} operators on FlagGems "
             f"({verified['size_rules']} of them by size); its training step is {verified['step_vs_cuda']} × the "
             "speed of flagos→cuda." if verified.get("table") else "")
+    cost = r.get("provider_cost_us") or {}
+    provider = ([f"The provider's own cost per call (flagos→flaggems less FlagGems' function called directly on the "
+                 "CUDA tensors beneath): " + ", ".join(f"{op} {us} µs" for op, us in cost.items()) + "."]
+                if cost else [])
     return [f"FlagGems {r.get('flag_gems')}, {r.get('routed_ops')} operators routed (flagos→flaggems: every "
             f"operator it offers); Triton cache {r.get('triton_cache')} (a FlagGems first call includes Triton's "
-            f"compile and autotuning).{note}", "", *_table(header, rows)]
+            f"compile and autotuning).{note}", "", *_table(header, rows), *([""] + provider if provider else [])]
 
 
 def _gpu_step_profile(r: Report) -> Lines:

@@ -12,7 +12,8 @@ why); all sides take turns, repeat by repeat, pinned to the same two cores.  Wor
   compile (and FlagGems' autotuning) of its kernels, in a fresh TRITON_CACHE_DIR unless
   `--keep-triton-cache`; reported apart from the steady state;
 * small ops (add, mul, relu, sum on 1024 float32 elements): microseconds per call, which is the host-side
-  dispatch cost at that size;
+  dispatch cost at that size; also FlagGems' own function called directly on the CUDA tensors beneath
+  (``flaggems_direct``), whose difference from flagos -> flaggems is the provider's own cost per call;
 * a bf16 matmul 4096 x 4096 x 4096: milliseconds and TFLOP/s;
 * softmax (4096 x 4096), layer norm (8 x 512 x 1024) and causal scaled-dot-product attention
   (8 x 16 x 512 x 64), bf16, forward: milliseconds;
@@ -65,6 +66,23 @@ def workloads(device: str) -> dict[str, Callable[[], object]]:
         "layer_norm_bf16": lambda: F.layer_norm(x, (1024,), w, bias),
         "attention_bf16": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
     }
+
+
+# The aten operator of each small op, whose FlagGems function is also called directly: the provider's own cost
+# per call is flagos -> flaggems less that direct call on the same tensors' kernel views (CUDA tensors).
+DIRECT = {"add": "add.Tensor", "mul": "mul.Tensor", "relu": "relu", "sum": "sum"}
+
+
+def direct_calls() -> dict[str, Callable[[], object]]:
+    """The small ops as calls of FlagGems' own functions on CUDA tensors, without flagos in between."""
+    from torch_fl import _C
+    from torch_fl.flaggems import provider
+
+    functions = {e.op: e.function for e in provider.table().routable}
+    g = torch.Generator().manual_seed(0)
+    a, b = (_C._kernel_view(torch.randn(1024, generator=g).to("flagos")) for _ in range(2))
+    one, two = (lambda name: lambda: functions[DIRECT[name]](a)), (lambda name: lambda: functions[DIRECT[name]](a, b))
+    return {name: (two if name in ("add", "mul") else one)(name) for name in SMALL if DIRECT[name] in functions}
 
 
 class Bench:
@@ -183,6 +201,11 @@ def main() -> int:
                             **{side: on(side, lambda name=name: flagos.time(name)) for side in sides}},
                            repeats=REPEATS)
             steady[name] = {side: round(t * 1000, 2) if name in SMALL else round(t, 4) for side, t in ms.items()}
+        for name, call in direct_calls().items():
+            for _ in range(WARMUP):
+                call()
+            timer = event_timer("flagos", call, INNER)
+            steady[name]["flaggems_direct"] = round(median_ms({"direct": timer}, repeats=REPEATS)["direct"] * 1000, 2)
         steps = median_ms({"native": lambda: native.ask("step")["ms"], **{side: on(side, flagos.step) for side in sides}},
                           repeats=args.steps)
         native_env = native.ask("environment")
@@ -204,6 +227,9 @@ def main() -> int:
         "small_ops_us": {name: {**steady[name], "flaggems_vs_cuda": round(steady[name]["flagos_flaggems"] /
                                                                          steady[name]["flagos_cuda"], 3)}
                          for name in SMALL},
+        # What the provider adds to a FlagGems call (views, routing, adoption), per small op.
+        "provider_cost_us": {name: round(steady[name]["flagos_flaggems"] - steady[name]["flaggems_direct"], 2)
+                             for name in SMALL if "flaggems_direct" in steady[name]},
         "kernels_ms": {name: steady[name] for name in KERNELS},
         "matmul_bf16_tflops": {side: round(flops / (ms / 1000) / 1e12, 1) for side, ms in
                                steady["matmul_bf16"].items()},
