@@ -21,6 +21,7 @@
 #include "aten/kernels/NativeOps.h"
 #include "aten/routing/Routing.h"
 #include "distributed/Python.h"
+#include "python/FlagGemsKernels.h"
 #include "python/MemoryControls.h"
 #include "runtime/DeviceRuntime.h"
 #include "runtime/FlagosDeviceAllocator.h"
@@ -233,16 +234,8 @@ PyObject* adopt_kernel_result(PyObject*, PyObject* args) {
   PyObject* result = nullptr;
   int index = 0;
   if (!PyArg_ParseTuple(args, "Oi", &result, &index)) return nullptr;
-  const auto& t = tensor_arg(result);
   const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
-  if (t.layout() == c10::kStrided && !t._is_zerotensor() && t.storage().data() != nullptr &&
-      t.storage().data_ptr().get_context() == nullptr) {
-    // Memory the result does not own is a kernel view's, i.e. a flagos tensor's
-    // (a kernel that returned its input, or a view of it): adopting it would
-    // outlive its owner, so a functional result gets a copy of its own.
-    return THPVariable_Wrap(aten::from_kernel_result(t.clone(), device));
-  }
-  return THPVariable_Wrap(aten::from_kernel_result(t, device));
+  return THPVariable_Wrap(aten::adopt_fresh_result(tensor_arg(result), device));
   END_HANDLE_TH_ERRORS
 }
 
@@ -380,6 +373,7 @@ PyMODINIT_FUNC PyInit__C(void) {
   torch_fl::aten::register_kernel_device_routes();
   PyObject* module = PyModule_Create(&module_def);
   if (module != nullptr) torch_fl::python::add_memory_controls(module);
+  if (module != nullptr) torch_fl::python::add_flaggems_kernels(module);
 #if defined(FLAGOS_PLATFORM_CUDA)
   if (module != nullptr) torch_fl::python::add_graph_capture(module);
 #endif

@@ -21,7 +21,6 @@ while FlagGems runs takes the kernel device's kernel directly.
 from __future__ import annotations
 
 import sys
-import threading
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -83,11 +82,7 @@ def plan_for(op: str) -> OpPlan:
     return OpPlan(f"aten::{op}", overload, tuple(positions), tuple(names), tuple(aliases))
 
 
-class _CallState(threading.local):
-    depth = 0
-
-
-_state = _CallState()
+_depth = _C._flaggems_depth  # FlagGems calls in progress on this thread (shared with the C++ fast path)
 
 
 def _to_views(values: Iterable[Any], pairs: list[tuple[_Tensor, _Tensor]], kernel_type: str) -> list[Any]:
@@ -144,7 +139,7 @@ class _Kernel:
             if flagos.get_device() != index:
                 raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
                                    f"flagos:{index} and {flagos.device}!")
-        if _state.depth:  # re-entered while FlagGems runs: never FlagGems again
+        if _depth(0):  # re-entered while FlagGems runs: never FlagGems again
             if self.log_dispatch:
                 print(f"[torch_fl] {self.plan.name} -> {self.fallback} (re-entered from flaggems)", file=sys.stderr,
                       flush=True)
@@ -191,13 +186,13 @@ class _Kernel:
         if self.log_dispatch:
             print(f"[torch_fl] {self.plan.name} -> flaggems", file=sys.stderr, flush=True)
         refused: Exception | None = None
-        _state.depth += 1
+        _depth(1)
         try:
             result = self.function(*call[0], **call[1])
         except Exception as refusal:  # noqa: BLE001 -- any refusal: the kernel device's kernel decides
             refused = refusal
         finally:
-            _state.depth -= 1
+            _depth(-1)
         if refused is None:
             return result if adapter is None or adapter.result is None else adapter.result(self.kernel_type, vargs,
                                                                                           result)
@@ -205,7 +200,9 @@ class _Kernel:
         self._report(refused)
         return result
 
-    def _report(self, refusal: Exception) -> None:
+    def _report(self, refusal: Exception, stacklevel: int = 4) -> None:
+        """One warning per operator for a refusal (the C++ fast path calls it too, with the stack level of the
+        operator's caller there)."""
         name = self.plan.name
         if name in self.warned:
             if self.log_dispatch:
@@ -219,7 +216,7 @@ class _Kernel:
         warnings.warn(f"flagos: FlagGems refused {name} ({type(refusal).__name__}: {reason}); it ran on provider "
                       f"'{self.fallback}' (set FLAGOS_OP_{name.removeprefix('aten::').replace('.', '__')}="
                       f"{self.fallback} to route it there)", FlagGemsWarning,
-                      stacklevel=4)  # the caller of the operator: _report <- _run <- __call__ <- the caller
+                      stacklevel=stacklevel)  # the caller of the operator: _report <- _run <- __call__ <- the caller
 
     @staticmethod
     def _sync(flagos: Any, view: Any) -> None:
@@ -251,7 +248,9 @@ class KernelSet:
 
     def __init__(self, entries: Iterable[FlagGemsEntry], fallback: str, kernel_type: str, log_dispatch: bool,
                  rules: dict[str, tuple[SizeRule, ...]] | None = None) -> None:
-        self._library: torch.library.Library | None = torch.library.Library("aten", "IMPL")
+        # Registered in C++ (csrc/python/FlagGemsKernels.cpp): a plain call of an op without an adapter or a
+        # size rule runs there, FlagGems' function called once; every other call reaches the _Kernel below.
+        self._library: Any = _C._FlagGemsLibrary()
         self.ops: list[str] = []
         self.rules: dict[str, tuple[SizeRule, ...]] = dict(rules or {})
         """Per op routed with a condition: its size rules (the other ops send every call to FlagGems)."""
@@ -264,7 +263,8 @@ class KernelSet:
                 try:
                     kernel = _Kernel(entry, plan_for(entry.op), fallback, kernel_type, log_dispatch, self.warned,
                                      self.rules.get(entry.op))
-                    self._library.impl(entry.op, kernel, "PrivateUse1")
+                    plain = kernel.adapter is None and kernel.ranges is None and not log_dispatch
+                    self._library.impl(entry.op, entry.function if plain else None, kernel)
                 except Exception as e:  # noqa: BLE001 -- the op is left to its route's fallback, named
                     self.failed[entry.op] = f"{type(e).__name__}: {e}"
                 else:
@@ -273,6 +273,6 @@ class KernelSet:
     def close(self) -> None:
         """Unregisters the kernels: flagos's own kernels for these ops come back."""
         if self._library is not None:
-            self._library._destroy()
+            self._library.close()
             self._library = None
 

@@ -302,6 +302,15 @@ at::Tensor from_kernel_result(at::Tensor result, c10::Device device) {
   return to_device(result.device().type() == c10::kCPU ? std::move(result) : result.cpu(), device);
 }
 
+at::Tensor adopt_fresh_result(at::Tensor result, c10::Device device) {
+  // A kernel view's memory is not owned by its DataPtr (no context); every allocator's is.
+  if (result.layout() == c10::kStrided && !result._is_zerotensor() && result.has_storage() &&
+      result.storage().data() != nullptr && result.storage().data_ptr().get_context() == nullptr) {
+    return from_kernel_result(result.clone(), device);
+  }
+  return from_kernel_result(std::move(result), device);
+}
+
 at::Tensor alias_of_kernel_result(at::Tensor result, const c10::Storage& flagos_storage) {
   if (relabelable(result)) return relabel(std::move(result), flagos_storage, std::nullopt);
   return flagos_tensor_like(result, flagos_storage, result.storage_offset());

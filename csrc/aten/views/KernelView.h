@@ -59,6 +59,12 @@ void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to);
 // TensorImpl); one still held elsewhere is left as it is.
 at::Tensor from_kernel_result(at::Tensor result, c10::Device device);
 
+// A result that is a new tensor by its operator's schema, from a kernel written outside PyTorch (a FlagGems
+// function): from_kernel_result(), except that a result whose memory is a kernel view's -- the kernel handed
+// back its input, or a view of it -- gets a copy of its own, since adopting that memory would alias a flagos
+// tensor the caller may overwrite, and outlive its owner.
+at::Tensor adopt_fresh_result(at::Tensor result, c10::Device device);
+
 // A kernel's result that aliases a kernel view, as a flagos tensor over the
 // viewed flagos tensor's storage `flagos_storage` (same sizes, strides, offset);
 // in place, as from_kernel_result(), where nothing else holds it.
