@@ -307,10 +307,12 @@ class _Screen:
 
     def carried(self, case_id: str) -> dict[str, Any] | None:
         """The screening's result for ``case_id`` where it stands (None: time the case alone)."""
-        if case_id in self.found.unfinished:  # a crash or hang there would happen again here
+        if case_id in self.found.unfinished:
+            # A crash or a hang there would happen again here; or the screening was stopped in it.  Either way
+            # the case is not measured, and the op keeps the kernel device for it.
             op, dtype, source, _ = case_id.split("|", 3)
             return {"id": case_id, "op": op, "dtype": dtype.split(":")[0], "source": source, "numel": 0, "bucket": 0,
-                    "correct": False, "failure": "did not finish in the screening (crash or hang)"}
+                    "skipped": "not measured: the screening did not finish it (a crash, a hang, or it was stopped)"}
         record = self.found.results.get(case_id)
         if record is None:
             return None
