@@ -1,8 +1,8 @@
 // The flaggems provider's kernels (torch_fl/flaggems/kernels.py registers them).  Each operator routed to
 // FlagGems gets a boxed PrivateUse1 kernel written here: a plain call (tensors and scalars) makes its kernel
-// views, calls FlagGems' function once and maps the results back without Python code of its own around the
-// call, which held the provider's cost per call to the Python wrapper's (benchmarks/device/gpu_flaggems.py,
-// provider_cost_us); every other call goes to the operator's Python kernel.
+// views, calls FlagGems' function once and maps the results back with no Python of the provider's around the
+// call (its cost per call: benchmarks/device/flaggems_provider_cost.py); every other call goes to the
+// operator's Python kernel.
 #pragma once
 
 #include <Python.h>
