@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import warnings
 from collections.abc import Callable
 
 import torch
@@ -30,23 +29,9 @@ from dispatch_overhead import per_call_us
 import torch_fl  # noqa: F401  (the flagos device)
 from torch_fl import _C
 from torch_fl.flaggems import provider
-from torch_fl.flaggems.kernels import _Kernel, plan_for
-from torch_fl.flaggems.op_table import FlagGemsEntry
+from torch_fl.flaggems.kernels import own_op_kernel, plan_for
 
 OPS = {"neg": (1,), "add.Tensor": (2,), "mul.Tensor": (2,)}
-
-
-def registered(op: str, plain: bool) -> _C._FlagGemsLibrary:
-    """A flaggems kernel for `op` whose function is the kernel device's own operator."""
-    plan = plan_for(op)
-    kernel_type = provider.kernel_device_type() or "cpu"
-    library = _C._FlagGemsLibrary()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the note that flagos's own kernel for the op is replaced meanwhile
-        library.impl(op, plan.overload if plain else None,
-                     _Kernel(FlagGemsEntry(op, plan.overload), plan, provider.fallback_provider(), kernel_type, False,
-                             set()))
-    return library
 
 
 def main() -> int:
@@ -69,7 +54,7 @@ def main() -> int:
         views = [_C._kernel_view(t) for t in flagos]
         sides: dict[str, float] = {"direct": timed(lambda: overload(*views))}
         for side, plain in (("provider", True), ("python kernel", False)):
-            library = registered(op, plain)
+            library = own_op_kernel(op, provider.fallback_provider(), provider.kernel_device_type() or "cpu", plain)
             try:
                 sides[side] = timed(lambda: overload(*flagos))
             finally:

@@ -243,6 +243,19 @@ class _Kernel:
         return _adopt(r, index)
 
 
+def own_op_kernel(op: str, fallback: str, kernel_type: str, plain: bool = True) -> Any:
+    """A flaggems kernel for ``op`` whose function is the kernel device's own operator, registered until its
+    ``close()``: the provider alone, for measuring its cost per call (``plain``: the C++ path, else the Python
+    kernel for every call)."""
+    plan = plan_for(op)
+    library = _C._FlagGemsLibrary()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the note that flagos's own kernel for the op is replaced meanwhile
+        library.impl(op, plan.overload if plain else None,
+                     _Kernel(FlagGemsEntry(op, plan.overload), plan, fallback, kernel_type, False, set()))
+    return library
+
+
 class KernelSet:
     """The PrivateUse1 kernels of the operators routed to FlagGems, in one torch.library registration."""
 

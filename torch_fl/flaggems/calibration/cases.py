@@ -57,6 +57,11 @@ class Case:
     def bucket(self) -> int:
         return bucket_of(self.numel)
 
+    def identity(self) -> dict[str, Any]:
+        """The fields every result line of this case starts with (``state``)."""
+        return {"id": self.id, "op": self.op, "dtype": self.dtype, "source": self.source, "numel": self.numel,
+                "bucket": self.bucket}
+
 
 def _clone(x: Any) -> Any:
     """A tensor with its own copy of ``x``'s storage, and ``x``'s offset, sizes and strides."""

@@ -111,13 +111,10 @@ def _provider_overhead_us(kernel_type: str, fallback: str) -> float:
     """The provider's cost around a call, as a routed op pays it (the dispatcher's way to the provider's kernel,
     views, adoption): the kernel device's own ``neg`` registered as a flaggems kernel, called on a small flagos
     tensor, against that ``neg`` called on the tensor's kernel view."""
-    import warnings
-
     import torch
 
     from torch_fl import _C
-    from torch_fl.flaggems.kernels import _Kernel, plan_for
-    from torch_fl.flaggems.op_table import FlagGemsEntry
+    from torch_fl.flaggems.kernels import own_op_kernel
 
     overload = torch.ops.aten.neg.default
     x = torch.ones(16, device="flagos")
@@ -135,11 +132,7 @@ def _provider_overhead_us(kernel_type: str, fallback: str) -> float:
             rounds.append((time.perf_counter() - t0) / 200 * 1e6)
         return statistics.median(rounds)
 
-    library = _C._FlagGemsLibrary()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the note that flagos's own neg kernel is replaced for the measurement
-        library.impl("neg", overload, _Kernel(FlagGemsEntry("neg", overload), plan_for("neg"), fallback, kernel_type,
-                                              False, set()))
+    library = own_op_kernel("neg", fallback, kernel_type)
     try:
         routed = per_call(lambda: overload(x))
     finally:
@@ -252,13 +245,13 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
                     if case.id in previous.results:
                         skipped += 1
                     elif case.id in previous.unfinished:
-                        writer.write({"kind": "case", **_identity(case), "correct": False,
+                        writer.write({"kind": "case", **case.identity(), "correct": False,
                                       "failure": "did not finish in an earlier run (crash or hang)"})
                     elif carried is not None:
                         writer.write({"kind": "case", **carried})
                         taken += 1
                     elif args.op_budget is not None and time.perf_counter() - op_started > args.op_budget:
-                        writer.write({"kind": "case", **_identity(case),
+                        writer.write({"kind": "case", **case.identity(),
                                       "skipped": f"not measured: the operator's time budget ({args.op_budget:g} s) "
                                                  "ran out"})
                     else:
@@ -286,11 +279,6 @@ def run_calibrate(args: argparse.Namespace, argv: list[str]) -> int:
     return _write_table(state.read(state_path), out, args.min_speedup, fallback, command, console, ops)
 
 
-def _identity(case: Any) -> dict[str, Any]:
-    return {"id": case.id, "op": case.op, "dtype": case.dtype, "source": case.source, "numel": case.numel,
-            "bucket": case.bucket}
-
-
 class _Screen:
     """A screening pass's results: which cases to time alone, and the others' results as they were found."""
 
@@ -307,12 +295,13 @@ class _Screen:
 
     def carried(self, case_id: str) -> dict[str, Any] | None:
         """The screening's result for ``case_id`` where it stands (None: time the case alone)."""
+        from torch_fl.flaggems.calibration import state
+
         if case_id in self.found.unfinished:
             # A crash or a hang there would happen again here; or the screening was stopped in it.  Either way
             # the case is not measured, and the op keeps the kernel device for it.
-            op, dtype, source, _ = case_id.split("|", 3)
-            return {"id": case_id, "op": op, "dtype": dtype.split(":")[0], "source": source, "numel": 0, "bucket": 0,
-                    "skipped": "not measured: the screening did not finish it (a crash, a hang, or it was stopped)"}
+            return state.unfinished_record(
+                case_id, skipped="not measured: the screening did not finish it (a crash, a hang, or it was stopped)")
         record = self.found.results.get(case_id)
         if record is None:
             return None
@@ -387,10 +376,8 @@ def run_merge(args: argparse.Namespace, argv: list[str]) -> int:
     except state.StateError as e:
         raise CalibrationError(str(e)) from None
     for case_id in sorted(found.unfinished):  # started in a shard, never finished: a crash or a hang
-        op, dtype, source, _ = case_id.split("|", 3)
-        found.results[case_id] = {"id": case_id, "op": op, "dtype": dtype.split(":")[0], "source": source,
-                                  "numel": 0, "bucket": 0, "correct": False,
-                                  "failure": "did not finish (crash or hang)"}
+        found.results[case_id] = state.unfinished_record(case_id, correct=False,
+                                                         failure="did not finish (crash or hang)")
     environment = found.runs[0]["environment"]
     out = args.out or Path(table.default_name(environment))
     settings = found.runs[0]["settings"]

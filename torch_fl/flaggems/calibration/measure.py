@@ -126,8 +126,7 @@ def timer_name(device: str) -> str:
 def measure(case: Case, function: Callable[..., Any], overload: Any, settings: Settings, device: str,
             gems: Any) -> dict[str, Any]:
     """The result record of ``case`` (see ``state``): ``skipped`` where the kernel device refuses the call."""
-    record: dict[str, Any] = {"id": case.id, "op": case.op, "dtype": case.dtype, "source": case.source,
-                              "numel": case.numel, "bucket": case.bucket}
+    record = case.identity()
     args, kwargs = clone_call(case.args, case.kwargs)
     try:
         expected = overload(*args, **kwargs)

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from torch_fl.flaggems import evidence
 
-__all__ = ["State", "StateError", "StateWriter", "read", "read_many"]
+__all__ = ["State", "StateError", "StateWriter", "read", "read_many", "unfinished_record"]
 
 
 class StateError(ValueError):
@@ -42,6 +42,13 @@ def _differs(first: dict[str, Any], later: dict[str, Any]) -> list[str]:
     """``flag_gems 5.0.1 (not 5.0.2)``: the facts in which ``later`` differs from ``first``."""
     return [f"{key} {later.get(key)!s} (not {first.get(key)!s})" for key in evidence.MATCHED
             if first.get(key) != later.get(key)]
+
+
+def unfinished_record(case_id: str, **outcome: Any) -> dict[str, Any]:
+    """The result line of a case started and never finished, known only by its id, with ``outcome``."""
+    op, dtype, source, _ = case_id.split("|", 3)
+    return {"id": case_id, "op": op, "dtype": dtype.split(":")[0], "source": source, "numel": 0, "bucket": 0,
+            **outcome}
 
 
 def read(path: Path) -> State:
