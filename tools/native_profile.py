@@ -1,0 +1,265 @@
+"""Native CPU profiles of one workload, flagos against native CUDA: where the extra host time goes.
+
+torch.profiler sees operators; it does not see the autograd engine's own work between nodes, Python
+frames, allocator calls inside kernels, or libraries such as cuBLASLt doing host work.  gperftools'
+CPU profiler samples every thread of the process (autograd's device thread included) with native
+stacks, so two profiles of the same steps, one per device, say where flagos spends host time that
+native CUDA does not.
+
+    python tools/native_profile.py record DEVICE STEPS OUT.prof   # the training step of
+        benchmarks/device/gpu_transformer.py on DEVICE (flagos or cuda), profiled over STEPS steps
+    python tools/native_profile.py compare A.prof UNITS_A B.prof UNITS_B [--top N]
+
+`record` needs gperftools' profiler library: GPERF_LIB=path/to/libprofiler.so (Debian's
+libgoogle-perftools4 has it); CPUPROFILE_FREQUENCY sets the sampling rate (250 suits a 250 Hz
+kernel, whose interval timer fires no faster).  `compare` symbolises both profiles with binutils
+(nm, readelf) on the machine that recorded them -- the libraries must be the ones the process
+mapped -- and prints microseconds per unit (a step) of A and B and their difference:
+
+* per outermost operator (`at::_ops::<op>::call`) or autograd node (`<Node>::apply`) on the stack,
+  inclusive, with the rest as "engine/other" (autograd engine frames) or "python/other";
+* per leaf library and nearest calling function outside it (what malloc, the driver or c10 was
+  called from);
+* per torch_fl function, inclusive, in B;
+* per library and per function, self time.
+
+pprof reads these profiles too, but it is a Go program the GPU lab machines do not have; the format
+(gperftools' "legacy CPU profile": a five-word header, then count/depth/PCs records, then the
+process's /proc/self/maps) is small enough to read here.
+
+Exit codes: 0 ok, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import collections
+import ctypes
+import os
+import re
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+WORD = 8
+OP = re.compile(r"at::_ops::(\w+)::call\(")
+NODE = re.compile(r"torch::autograd::(?:generated::)?(\w+)::apply\(")
+# Libraries whose functions are leaves worth attributing to a caller outside them.
+LEAF_LIBRARIES = ("libc.so", "libstdc++", "ld-linux", "libc10.so", "libc10_cuda", "libcuda.so", "libcudart")
+
+
+class UnusableInput(Exception):
+    """A profile or library that cannot be read: the message names it and the fix."""
+
+
+@dataclass
+class Profile:
+    period_us: int
+    samples: list[tuple[int, tuple[int, ...]]]
+    maps: str
+
+
+def read_profile(path: Path) -> Profile:
+    """A gperftools CPU profile: header [0, 3, 0, period_us, 0], records [count, depth, pc...], the
+    trailer record [0, 1, 0], then the text of /proc/self/maps."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UnusableInput(f"{path}: cannot read it ({exc.strerror}) — give a profile `record` wrote") from exc
+    if len(data) < 5 * WORD or struct.unpack_from("<2Q", data, 0) != (0, 3):
+        raise UnusableInput(f"{path}: not a gperftools CPU profile (empty, or no profile header) — "
+                            "check that the profiled process called ProfilerStop, and give its file")
+    period = struct.unpack_from("<Q", data, 3 * WORD)[0]
+    offset, samples = 5 * WORD, []
+    while offset + 2 * WORD <= len(data):
+        count, depth = struct.unpack_from("<2Q", data, offset)
+        offset += 2 * WORD
+        pcs = struct.unpack_from(f"<{depth}Q", data, offset)
+        offset += depth * WORD
+        if count == 0 and depth == 1 and pcs[0] == 0:
+            return Profile(period, samples, data[offset:].decode(errors="replace"))
+        samples.append((count, pcs))
+    raise UnusableInput(f"{path}: the profile ends without its trailer (cut short) — record it again")
+
+
+@dataclass
+class Library:
+    """A mapped library's function symbols and how its file offsets map to its addresses."""
+
+    addresses: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    loads: list[tuple[int, int]] = field(default_factory=list)  # (file offset, virtual address) of PT_LOADs
+
+    @classmethod
+    def read(cls, path: str) -> Library:
+        lib = cls()
+        pairs = []
+        for options in (["-C", "--defined-only"], ["-C", "-D", "--defined-only"]):
+            out = subprocess.run(["nm", *options, path], capture_output=True, text=True, check=False).stdout
+            for line in out.splitlines():
+                parts = line.split(" ", 2)
+                if len(parts) == 3 and parts[1] in "tTwWiu" and parts[0]:
+                    try:
+                        pairs.append((int(parts[0], 16), parts[2]))
+                    except ValueError:
+                        continue
+        pairs.sort()
+        lib.addresses = [a for a, _ in pairs]
+        lib.names = [n for _, n in pairs]
+        out = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True, check=False).stdout
+        lib.loads = [(int(p[1], 16), int(p[2], 16)) for p in (line.split() for line in out.splitlines())
+                     if p and p[0] == "LOAD"]
+        return lib
+
+    def name_at(self, file_offset: int) -> str:
+        address = file_offset
+        for offset, vaddr in self.loads:
+            if offset <= file_offset:
+                address = file_offset - offset + vaddr
+        i = bisect.bisect_right(self.addresses, address) - 1
+        return self.names[i] if i >= 0 else "?"
+
+
+class Symbolizer:
+    """'library:function' for a program counter, from the profiled process's maps."""
+
+    def __init__(self, maps: str, libraries: dict[str, Library]) -> None:
+        self.regions = []
+        for line in maps.splitlines():
+            m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+) ([0-9a-f]+) \S+ \d+\s*(.*)", line)
+            if m and "x" in m.group(3) and m.group(5).startswith("/"):
+                self.regions.append((int(m.group(1), 16), int(m.group(2), 16), int(m.group(4), 16), m.group(5)))
+        self.regions.sort()
+        self.starts = [r[0] for r in self.regions]
+        self.libraries = libraries
+        self.cache: dict[int, str] = {}
+
+    def __call__(self, pc: int) -> str:
+        if pc not in self.cache:
+            i = bisect.bisect_right(self.starts, pc) - 1
+            name = "?"
+            if i >= 0 and self.regions[i][0] <= pc < self.regions[i][1]:
+                low, _, offset, path = self.regions[i]
+                if path not in self.libraries:
+                    self.libraries[path] = Library.read(path)
+                name = f"{os.path.basename(path)}:{self.libraries[path].name_at(pc - low + offset)[:160]}"
+            self.cache[pc] = name
+        return self.cache[pc]
+
+
+def _function(name: str) -> str:
+    return re.sub(r"\(.*", "", name)
+
+
+@dataclass
+class Tables:
+    period_us: int
+    total: int
+    by_operator: collections.Counter
+    leaf_callers: collections.Counter
+    torch_fl: collections.Counter
+    library_self: collections.Counter
+    function_self: collections.Counter
+
+
+def tabulate(profile: Profile, libraries: dict[str, Library]) -> Tables:
+    symbol = Symbolizer(profile.maps, libraries)
+    t = Tables(profile.period_us, 0, *(collections.Counter() for _ in range(5)))
+    for count, pcs in profile.samples:
+        t.total += count
+        # A return address points after its call: step back one byte to name the caller's line.
+        names = [symbol(pc - (1 if k else 0)) for k, pc in enumerate(pcs)]  # leaf first
+        outer = next((("op " if m.re is OP else "node ") + m.group(1)
+                      for m in (OP.search(n) or NODE.search(n) for n in reversed(names)) if m), None)
+        if outer is None:
+            outer = "engine/other" if any("autograd::Engine::" in n for n in names) else "python/other"
+        t.by_operator[outer] += count
+        for name in {n for n in names if "torch_fl::" in n}:
+            t.torch_fl[_function(name.split(":", 1)[1])[:120]] += count
+        leaf = names[0]
+        t.library_self[leaf.split(":", 1)[0]] += count
+        t.function_self[leaf] += count
+        if leaf.startswith(LEAF_LIBRARIES):
+            caller = next((n for n in names[1:] if not n.startswith(LEAF_LIBRARIES)), "?")
+            t.leaf_callers[f"{leaf.split(':', 1)[0]} <- {_function(caller)[:120]}"] += count
+    return t
+
+
+def compare(a: Path, units_a: float, b: Path, units_b: float, top: int) -> str:
+    libraries: dict[str, Library] = {}
+    ta, tb = tabulate(read_profile(a), libraries), tabulate(read_profile(b), libraries)
+    ka, kb = ta.period_us / units_a, tb.period_us / units_b
+    lines = [f"A {a}: {ta.total} samples, {ta.total * ka:.0f} us per unit",
+             f"B {b}: {tb.total} samples, {tb.total * kb:.0f} us per unit",
+             f"sampling period {ta.period_us} us (A), {tb.period_us} us (B)"]
+    for title, xa, xb in (("outermost operator or autograd node, inclusive", ta.by_operator, tb.by_operator),
+                          ("leaf library <- nearest caller outside it", ta.leaf_callers, tb.leaf_callers),
+                          ("library, self", ta.library_self, tb.library_self),
+                          ("function, self", ta.function_self, tb.function_self)):
+        lines += ["", f"== {title}: us per unit: A, B, B-A (largest |B-A| first)"]
+        for key in sorted(set(xa) | set(xb), key=lambda k: -abs(xb[k] * kb - xa[k] * ka))[:top]:
+            lines.append(f"{xa[key] * ka:9.1f} {xb[key] * kb:9.1f} {xb[key] * kb - xa[key] * ka:+9.1f}  {key}")
+    lines += ["", "== torch_fl functions in B, inclusive: us per unit"]
+    lines += [f"{v * kb:9.1f}  {k}" for k, v in tb.torch_fl.most_common(top)]
+    return "\n".join(lines)
+
+
+def record(device: str, steps: int, out: Path) -> None:
+    """Profiles `steps` training steps of gpu_transformer's model on `device`, after five untimed ones."""
+    library = os.environ.get("GPERF_LIB")
+    if not library:
+        raise UnusableInput("GPERF_LIB is not set — point it at gperftools' libprofiler.so")
+    try:
+        profiler = ctypes.CDLL(library)
+    except OSError as exc:
+        raise UnusableInput(f"GPERF_LIB={library}: cannot load it ({exc}) — give gperftools' libprofiler.so, "
+                            "with its libunwind on LD_LIBRARY_PATH") from exc
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "device"))
+    import torch
+
+    if device == "flagos":
+        import torch_fl  # noqa: F401
+    from gpu_transformer import Trainer
+
+    trainer = Trainer(device)
+    for _ in range(5):
+        trainer.step()
+    torch.accelerator.synchronize()
+    profiler.ProfilerStart(str(out).encode())
+    ms = sorted(trainer.step() for _ in range(steps))
+    profiler.ProfilerStop()
+    print(f"{device}: median step {ms[len(ms) // 2]:.2f} ms over {steps} profiled steps -> {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("record", help="profile gpu_transformer's training step on one device")
+    r.add_argument("device", choices=("flagos", "cuda"))
+    r.add_argument("steps", type=int)
+    r.add_argument("out", type=Path)
+    c = sub.add_parser("compare", help="where B spends host time that A does not, per unit")
+    c.add_argument("a", type=Path)
+    c.add_argument("units_a", type=float)
+    c.add_argument("b", type=Path)
+    c.add_argument("units_b", type=float)
+    c.add_argument("--top", type=int, default=60)
+    args = p.parse_args(argv)
+    try:
+        if args.command == "record":
+            record(args.device, args.steps, args.out)
+        else:
+            if args.units_a <= 0 or args.units_b <= 0:
+                raise UnusableInput("UNITS must be positive: the steps (or calls) each profile covers")
+            print(compare(args.a, args.units_a, args.b, args.units_b, args.top))
+    except UnusableInput as exc:
+        print(f"native_profile: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
