@@ -166,3 +166,24 @@ def test_cuda_platform_wiring_that_needs_no_gpu(tmp_path: Path) -> None:
             print(wrapper["get_raw_stream"](0) == side.native_handle != torch.flagos.default_stream().native_handle)
     """, tmp_path, env={"PYTHONWARNINGS": "ignore::DeprecationWarning"})
     assert out.split()[-4:] == ["True", "True", "flagos", "True"]
+
+
+@pytest.mark.parametrize(("compile_backend", "granted"), [("triton", True), ("cpp", False)])
+def test_online_softmax_is_granted_to_flagos_graphs_where_kernels_are_triton(tmp_path: Path, compile_backend: str,
+                                                                            granted: bool) -> None:
+    # Inductor's check for its online-softmax rewrite names "cuda" and "xpu"; torch_fl answers it for flagos graphs
+    # as for cuda where flagos's kernels are Triton's (the cuda platform), and no on the host platform (C++
+    # kernels).  In a subprocess: the build config is changed for the whole process.  That the rewritten kernels
+    # appear in flagos graphs is tested on the GPU (tests/gpu/test_compile_cuda.py).
+    out = _run(f"""
+        import torch, torch_fl
+        import torch._inductor.fx_passes.post_grad as post_grad
+        from torch._inductor.pattern_matcher import Match
+        torch_fl._build_config.COMPILE = {compile_backend!r}
+        graph = torch.fx.Graph()
+        x, y = graph.placeholder("x"), graph.placeholder("y")
+        x.meta["val"], y.meta["val"] = torch.empty(4, 8, device="flagos"), torch.empty(4, 8, device="meta")
+        print(post_grad.prepare_softmax_extra_check(Match(None, None, kwargs={{"x": x}})),
+              post_grad.prepare_softmax_extra_check(Match(None, None, kwargs={{"x": y}})))
+    """, tmp_path, env={"PYTHONWARNINGS": "ignore::DeprecationWarning"})
+    assert out.split()[-2:] == [str(granted), "False"]

@@ -218,3 +218,36 @@ def test_without_a_cuda_build_of_torch_inductor_names_the_fix() -> None:
     compiled = torch.compile(lambda t: t.sin() + 1)
     with pytest.raises(Exception, match="needs a CUDA build of torch"):
         compiled(torch.randn(4, device="flagos"))
+
+
+def test_online_softmax_reaches_flagos_graphs() -> None:
+    # Inductor grants its online softmax (one pass over the input for max and sum) by device name; torch_fl
+    # grants it to flagos graphs (torch_fl/compile/cuda_features.py).  A vocabulary-sized row takes it on cuda.
+    from torch._inductor.utils import run_and_get_code
+
+    _inductor_can_run()
+    x = torch.randn(32, 50257, device="flagos")
+    out, (code, *_) = run_and_get_code(torch.compile(lambda t: torch.log_softmax(t, -1)), x)
+    assert "online_softmax_reduce" in code
+    torch.testing.assert_close(out.cpu(), torch.log_softmax(x.cpu(), -1), **TOL)
+
+
+def test_mix_order_reduction_reaches_flagos_graphs() -> None:
+    # LayerNorm's backward over large activations: the weight and bias gradients (sums over rows) fused with the
+    # input's gradient (sums over columns), granted by device name in inductor and to flagos by torch_fl.
+    from torch._inductor import metrics, scheduler
+
+    _inductor_can_run()
+    if not hasattr(scheduler, "_is_gpu_triton_backend"):
+        pytest.skip(f"torch {torch.__version__} checks the device inline in MixOrderReduction.can_fuse; "
+                    "flagos graphs go without the fusion there")
+    norm = torch.nn.LayerNorm(1024, device="flagos")
+    x = torch.randn(8192, 1024, device="flagos", requires_grad=True)
+    metrics.reset()
+    torch.compile(lambda t: norm(t).square().sum())(x).backward()
+    assert metrics.codegen_mix_order_reduction > 0
+    expected = torch.nn.LayerNorm(1024)
+    x_cpu = x.detach().cpu().requires_grad_()
+    expected(x_cpu).square().sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), x_cpu.grad, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(norm.weight.grad.cpu(), expected.weight.grad, rtol=1e-3, atol=1e-2)

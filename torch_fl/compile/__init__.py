@@ -14,6 +14,8 @@ when they are first imported or asked for the device.
 * ``cuda_graphs``: which flagos graphs inductor runs through CUDA graphs (``mode="reduce-overhead"``): where
   the platform captures graphs, as it would cuda graphs, through ``graph_replay`` (capture and replay with
   ``torch.flagos`` graphs); elsewhere none, with a note in the log.
+* ``cuda_features``: inductor's optimisations that it grants ``cuda`` by name (online softmax, mix-order
+  reduction), granted to flagos graphs where their kernels are Triton's.
 * ``inductor_names``: replacing one of inductor's functions wherever it was imported.
 * ``unsupported``: the inductor modes flagos answers with an error.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from torch_fl.compile import cache_identity, cuda_graphs, inductor_backend, post_import
+from torch_fl.compile import cache_identity, cuda_features, cuda_graphs, inductor_backend, post_import
 
 __all__ = ["install"]
 
@@ -50,3 +52,4 @@ def install(device_module: ModuleType) -> None:
     post_import.after_import("torch._inductor.cudagraph_utils", cuda_graphs.decide)
     post_import.after_import("torch._inductor.output_code", cuda_graphs.mark_flagos_graphs)
     post_import.after_import("torch._inductor.compile_fx", cuda_graphs.route)
+    cuda_features.grant()

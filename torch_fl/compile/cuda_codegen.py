@@ -23,10 +23,10 @@ tie inductor's work to the device type:
   flagos to that list, and makes flagos the GPU of the process
   (``get_gpu_type``), which is where its constructor-moving and bmm passes aim.
 
-Inductor still singles out ``cuda`` by name for a few optional features:
-mix-order reduction fusion, native Triton matmul, TMA descriptors and PDL
-(``device.type in ("cuda", "xpu")`` in scheduler.py, mm_common.py, triton.py);
-flagos graphs compile without them.
+Inductor still singles out ``cuda`` by name for a few optimisations: the two
+that are on by default (online softmax, mix-order reduction) are granted to
+flagos graphs in ``cuda_features``; native Triton matmul, TMA descriptors and
+PDL, off by default, stay off for them.
 
 Triton and its CUDA driver run through ``torch.cuda``, so inductor needs a CUDA
 build of torch here: with the ``cuda-assets`` wheel on stock torch+cpu this
