@@ -41,7 +41,9 @@ def _triton_kernels() -> bool:
 
 
 def _online_softmax(post_grad: ModuleType) -> None:
-    original = post_grad.prepare_softmax_extra_check
+    original = getattr(post_grad, "prepare_softmax_extra_check", None)
+    if original is None:  # a torch release without the rewrite, or with its check under another name
+        return
 
     def prepare_softmax_extra_check(match: Any) -> bool:
         if match.kwargs["x"].meta["val"].device.type == _DEVICE:
@@ -56,7 +58,7 @@ def _online_softmax(post_grad: ModuleType) -> None:
 
 def _mix_order_reduction(scheduler: ModuleType) -> None:
     original = getattr(scheduler, "_is_gpu_triton_backend", None)
-    if original is None:
+    if original is None:  # the release checks the device inline in MixOrderReduction.can_fuse
         return
 
     def is_gpu_triton_backend(node1: Any, node2: Any) -> bool:
