@@ -17,7 +17,6 @@ same wrapper code runs around Triton kernels.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import sys
@@ -25,6 +24,7 @@ import timeit
 
 import torch
 from _report import emit_json
+from dispatch_overhead import timing_args
 
 LAYERS, D_MODEL, HEADS, FF, BATCH, SEQ = 4, 64, 4, 128, 2, 16
 
@@ -42,12 +42,7 @@ def compiled_step(device: str):  # noqa: ANN201 - a step callable
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", help="also write the JSON here")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    args = timing_args(__doc__.splitlines()[0], number=50, repeats=15)
     if not hasattr(torch, "flagos") or torch_fl_platform() != "host":
         print("this measures the host platform: run it with torch_fl built for host", file=sys.stderr)
         return 2

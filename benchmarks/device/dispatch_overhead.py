@@ -41,13 +41,23 @@ def per_call_us(fn: Callable[[], object], number: int, repeats: int) -> tuple[fl
     return statistics.median(times), min(times)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=2000)
-    parser.add_argument("--repeats", type=int, default=7)
+def timing_args(description: str, number: int, repeats: int,
+                extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The options of a host timing benchmark (calls per repeat, repeats, the JSON's path, and what `extra`
+    adds), parsed; torch then runs on one thread, as every host timing here does."""
+    parser = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(parser)
+    parser.add_argument("--number", type=int, default=number)
+    parser.add_argument("--repeats", type=int, default=repeats)
     parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    return args
+
+
+def main() -> int:
+    args = timing_args(__doc__.splitlines()[0], number=2000, repeats=7)
 
     results = {}
     for name, op in OPS.items():

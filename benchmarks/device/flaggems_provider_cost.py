@@ -18,13 +18,12 @@ the launches queue up while the host issues them, so the time per call is the ho
 
 from __future__ import annotations
 
-import argparse
 import platform
 from collections.abc import Callable
 
 import torch
 from _report import emit_json
-from dispatch_overhead import per_call_us
+from dispatch_overhead import per_call_us, timing_args
 
 import torch_fl  # noqa: F401  (the flagos device)
 from torch_fl import _C
@@ -35,12 +34,7 @@ OPS = {"neg": (1,), "add.Tensor": (2,), "mul.Tensor": (2,)}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=20000)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--out", help="also write the JSON here")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    args = timing_args(__doc__.splitlines()[0], number=20000, repeats=7)
 
     def timed(call: Callable[[], object]) -> float:
         median, _ = per_call_us(call, args.number, args.repeats)

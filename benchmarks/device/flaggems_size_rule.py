@@ -11,12 +11,11 @@ Goal: <= 0.5 us per call.  Runs on the host platform (no FlagGems needed).
 
 from __future__ import annotations
 
-import argparse
 import platform
 
 import torch
 from _report import emit_json
-from dispatch_overhead import per_call_us
+from dispatch_overhead import per_call_us, timing_args
 
 import torch_fl  # noqa: F401  (the flagos device)
 from torch_fl.flaggems import provider
@@ -26,12 +25,7 @@ from torch_fl.flaggems.size_rules import parse
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=20000)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--out", help="also write the JSON here")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    args = timing_args(__doc__.splitlines()[0], number=20000, repeats=7)
     kernel_type = provider.kernel_device_type() or "cpu"
     rules = (parse("dtype in float32,bfloat16 and numel >= 512"), parse("dtype in float16 and numel >= 4096"))
     a, b = torch.randn(1024, device="flagos"), torch.randn(1024, device="flagos")

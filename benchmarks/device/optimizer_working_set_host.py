@@ -13,23 +13,18 @@ time per tensor of each and flagos's extra time per tensor.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import timeit
 
 import torch
 from _report import emit_json
+from dispatch_overhead import timing_args
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tensors", type=int, default=144, help="tensors per list (four lists)")
-    parser.add_argument("--number", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", help="also write the JSON here")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    args = timing_args(__doc__.splitlines()[0], number=50, repeats=15, extra=lambda p: p.add_argument(
+        "--tensors", type=int, default=144, help="tensors per list (four lists)"))
     torch.manual_seed(0)
     steps = {}
     for device in ("cpu", "flagos"):
