@@ -33,23 +33,21 @@ __all__ = ["grant"]
 _DEVICE = "flagos"
 
 
-def _triton_kernels() -> bool:
-    """Whether flagos graphs get Triton kernels (the cuda platform's inductor backend)."""
-    from torch._inductor import config
-
+def _triton_kernels(config: ModuleType) -> bool:
+    """Whether flagos graphs get Triton kernels (the cuda platform's inductor backend); `config` is inductor's."""
     return _build_config.COMPILE == "triton" and getattr(config, "cuda_backend", "triton") == "triton"
 
 
 def _online_softmax(post_grad: ModuleType) -> None:
+    from torch._inductor import config
+
     original = getattr(post_grad, "prepare_softmax_extra_check", None)
     if original is None:  # a torch release without the rewrite, or with its check under another name
         return
 
     def prepare_softmax_extra_check(match: Any) -> bool:
         if match.kwargs["x"].meta["val"].device.type == _DEVICE:
-            from torch._inductor import config
-
-            return bool(config.online_softmax) and _triton_kernels()
+            return bool(config.online_softmax) and _triton_kernels(config)
         return bool(original(match))
 
     # Before the pass's lazy initialisation, which registers the pattern with the function it finds here.
@@ -57,13 +55,15 @@ def _online_softmax(post_grad: ModuleType) -> None:
 
 
 def _mix_order_reduction(scheduler: ModuleType) -> None:
+    from torch._inductor import config
+
     original = getattr(scheduler, "_is_gpu_triton_backend", None)
     if original is None:  # the release checks the device inline in MixOrderReduction.can_fuse
         return
 
     def is_gpu_triton_backend(node1: Any, node2: Any) -> bool:
         if node1.is_gpu() and node2.is_gpu() and node1.get_device().type == _DEVICE:
-            return _triton_kernels()
+            return _triton_kernels(config)
         return bool(original(node1, node2))
 
     inductor_names.replace(scheduler, "_is_gpu_triton_backend", is_gpu_triton_backend)
