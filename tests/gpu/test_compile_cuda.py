@@ -222,16 +222,17 @@ def test_without_a_cuda_build_of_torch_inductor_names_the_fix() -> None:
 
 def test_online_softmax_reaches_flagos_graphs() -> None:
     # Inductor grants its online softmax (one pass over the input for max and sum) by device name; torch_fl
-    # grants it to flagos graphs (torch_fl/compile/cuda_features.py).  Inductor drops it where it splits the
-    # reduction, which it does for fewer rows than 64 per multiprocessor (ir.Reduction.num_splits).
+    # grants it to flagos graphs (torch_fl/compile/cuda_features.py).  Inductor uses it for rows too long for one
+    # persistent block, and drops it where it splits the reduction, which it does for fewer rows than 64 per
+    # multiprocessor (ir.Reduction.num_splits).
     from torch._inductor.utils import run_and_get_code
 
     _inductor_can_run()
     rows = 64 * torch.flagos.get_device_properties().multi_processor_count
-    x = torch.randn(rows, 1024, device="flagos")
+    x = torch.randn(rows, 32768, device="flagos")
     out, (code, *_) = run_and_get_code(torch.compile(lambda t: torch.log_softmax(t, -1)), x)
     assert "online_softmax_reduce" in code
-    torch.testing.assert_close(out.cpu(), torch.log_softmax(x.cpu(), -1), **TOL)
+    torch.testing.assert_close(out[:64].cpu(), torch.log_softmax(x[:64].cpu(), -1), **TOL)
 
 
 def test_mix_order_reduction_reaches_flagos_graphs() -> None:

@@ -46,10 +46,12 @@ at::Tensor to_copy_on_kernel_device(const at::Tensor& self, std::optional<c10::S
                                                                                  : self.device().index());
   }
   // Straight to the kernel device's kernel: a top-level at::_to_copy would dispatch from the start again.
-  auto result = at::_ops::_to_copy::redispatch(kernel_dispatch_keys(), kernel_view_if_flagos(self), dtype, layout,
-                                               kernel_target, pin_memory, non_blocking, memory_format);
+  // The source's view is the cached one: autocast casts the same weights in every step.
+  auto result = at::_ops::_to_copy::redispatch(kernel_dispatch_keys(), is_flagos(self) ? cached_kernel_view(self) : self,
+                                               dtype, layout, kernel_target, pin_memory, non_blocking, memory_format);
   if (target.type() != c10::DeviceType::PrivateUse1) return result;
-  return from_kernel_result(result, c10::Device(target.type(), kernel_target.index()));
+  // Moved, so that nothing else holds it: the result becomes the flagos tensor in place.
+  return from_kernel_result(std::move(result), c10::Device(target.type(), kernel_target.index()));
 }
 
 // add_.Tensor and the like: named with a trailing underscore, no out= arguments.
