@@ -158,6 +158,31 @@ def test_tensors_freed_and_made_again_many_times() -> None:
         del t
 
 
+def test_slots_changing_hands_between_dtypes_devices_and_lazy_bits() -> None:
+    # More tensors than the cache has slots, each read once: a slot's view objects are rebound to the tensor
+    # that takes the slot over, whatever its dtype, device, geometry, conjugate or negative bit, or the
+    # inference mode it is read in.  A field the rebinding missed reads wrong values here.
+    kept: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for i in range(6000):
+        dtype = (torch.float32, torch.float64, torch.int32, torch.complex64)[i % 4]
+        device = f"{DEV}:{i % 2}"
+        cpu = torch.arange(1, 1 + (i % 11 + 2) * 3).to(dtype).reshape(-1, 3)
+        t = cpu.to(device)
+        if i % 3 == 1:
+            t, cpu = t.t(), cpu.t()
+        if dtype == torch.complex64 and i % 8 == 3:
+            t, cpu = t.conj(), cpu.conj()
+        if dtype == torch.complex64 and i % 8 == 7:
+            t, cpu = torch._neg_view(t), torch._neg_view(cpu)
+        with torch.inference_mode(i % 5 == 0):
+            got = (t + 0).cpu()
+        torch.testing.assert_close(got, cpu + 0, msg=f"tensor {i}: {dtype} on {device}")
+        if i % 500 == 0:
+            kept.append((t, cpu))
+    for t, cpu in kept:
+        torch.testing.assert_close((t + 0).cpu(), cpu + 0)
+
+
 def test_another_thread_sees_changes_made_here() -> None:
     a = torch.zeros(4, device=DEV)
     with ThreadPoolExecutor(max_workers=1) as worker:  # one thread: its cache persists between calls

@@ -90,6 +90,10 @@ bool still_matches(const at::Tensor& view, const at::Tensor& flagos_tensor) {
          v.is_conj() == t.is_conj() && v.is_neg() == t.is_neg();
 }
 
+// Makes `view`, a slot's view that nothing else holds, kernel_view(flagos_tensor) in place; false where it
+// cannot (defined below, beside the other in-place rewrites).
+bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tensor);
+
 }  // namespace
 
 at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
@@ -101,7 +105,10 @@ at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
   }
   CachedView& slot = slot_of(impl);
   if (slot.owner == impl && still_matches(slot.view, flagos_tensor)) return slot.view;
-  slot.view = kernel_view(flagos_tensor);
+  // A slot changing hands keeps its view objects: most kernel arguments are fresh tensors (each op's input is
+  // the last op's result), and building a view and freeing the one it replaces cost more than the op's own
+  // kernel-view work (a TensorImpl and a StorageImpl each way; callgrind over a chain of small ops).
+  if (!slot.view.defined() || !rebind_unshared_view(slot.view, flagos_tensor)) slot.view = kernel_view(flagos_tensor);
   slot.owner = impl;
   return slot.view;
 }
@@ -198,6 +205,31 @@ bool held_only_here(const c10::Storage& storage) {
   const bool only = held_only_here(ptr);
   ptr.release();
   return only;
+}
+
+bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tensor) {
+  c10::TensorImpl* impl = view.unsafeGetTensorImpl();
+  c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  // Only the slot holds it, its memory is still borrowed (a kernel that resized it gave it memory of its own),
+  // and it is a plain view of the current mode (no autograd state; inference mode decides the keys).
+  if (!held_only_here(view.getIntrusivePtr()) || !held_only_here(impl->unsafe_storage()) ||
+      storage->data_ptr().get_context() != nullptr || impl->autograd_meta() != nullptr) {
+    return false;
+  }
+  impl->_set_conj(false);
+  impl->_set_neg(false);
+  if (impl->key_set() != result_keys().kernel[c10::InferenceMode::is_enabled()]) return false;
+  const c10::Storage& source = flagos_tensor.storage();
+  const c10::Device where = kernel_device_of(flagos_tensor.device());
+  storage->set_data_ptr_noswap(c10::DataPtr(const_cast<void*>(source.data()), where));
+  storage->set_nbytes(source.nbytes());
+  // The tensor's device and dtype follow the storage: refreshed where either changes.
+  if (impl->dtype() != flagos_tensor.dtype() || impl->device() != where) {
+    impl->set_storage_and_dtype(impl->unsafe_storage(), flagos_tensor.dtype());
+  }
+  impl->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(), flagos_tensor.storage_offset());
+  copy_lazy_bits(flagos_tensor, view);
+  return true;
 }
 
 // `result` is a plain dense kernel device tensor that may change device in place.
