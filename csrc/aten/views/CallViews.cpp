@@ -26,10 +26,12 @@ at::Tensor CallViews::add_entry(c10::MaybeOwned<at::Tensor> t, bool written) {
   // storage (MemoryOverlap.cpp: x[1:].add_(x[:-1]) must raise, not compute), and a kernel that
   // reallocates an out= argument does so for every view of it.  A storage nothing else holds cannot
   // be another argument's.
-  if (t->has_storage() && t->storage().use_count() > 1) {
-    const c10::StorageImpl* storage = t->storage().unsafeGetStorageImpl();
+  // (unsafe_storage() reads the storage member inline; storage() and has_storage() are out-of-line calls.)
+  const c10::Storage& own = t->unsafeGetTensorImpl()->unsafe_storage();
+  if (own && own.use_count() > 1) {
+    const c10::StorageImpl* storage = own.unsafeGetStorageImpl();
     for (const Entry& e : entries_) {
-      if ((written || e.written) && e.flagos->has_storage() && e.flagos->storage().unsafeGetStorageImpl() == storage) {
+      if ((written || e.written) && e.flagos->unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() == storage) {
         if (!e.view.storage().is_alias_of(view.storage())) view = kernel_view_sharing(*t, e.view.storage());
         break;
       }
@@ -54,6 +56,12 @@ at::Tensor CallViews::to_flagos(at::Tensor result, c10::Device device) {
   if (!result.defined() || is_flagos(result)) return result;
   // Not strided: no storage to match; from_kernel_result says so in one line.
   if (result.layout() != c10::kStrided) return from_kernel_result(std::move(result), device);
+  // The usual result, a fresh tensor: nothing else holds it or its storage, so it is no view of this call
+  // (each view is held here) and shares no view's storage (each view holds its own): no search.
+  const c10::Storage& storage = result.unsafeGetTensorImpl()->unsafe_storage();
+  if (result.use_count() == 1 && result.weak_use_count() == 1 && storage && storage.use_count() == 1) {
+    return from_kernel_result(std::move(result), device);
+  }
   const auto k = find(result);
   if (!k.has_value()) return from_kernel_result(std::move(result), device);
   const Entry& e = entries_[*k];
@@ -63,8 +71,8 @@ at::Tensor CallViews::to_flagos(at::Tensor result, c10::Device device) {
 
 std::optional<size_t> CallViews::find(const at::Tensor& result) {
   const void* impl = result.unsafeGetTensorImpl();
-  const void* storage = result.storage().unsafeGetStorageImpl();
-  const auto storage_of = [](const Entry& e) { return e.view.storage().unsafeGetStorageImpl(); };
+  const void* storage = result.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  const auto storage_of = [](const Entry& e) { return e.view.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl(); };
   if (entries_.size() <= 8) {
     for (size_t k = 0; k < entries_.size(); ++k) {
       if (entries_[k].view.unsafeGetTensorImpl() == impl) return k;

@@ -100,7 +100,7 @@ at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
   const c10::TensorImpl* impl = flagos_tensor.unsafeGetTensorImpl();
   // Zero tensors get a fresh expanded zero each time; tensors with symbolic
   // sizes or without storage are not the plain tensors this serves.
-  if (flagos_tensor._is_zerotensor() || impl->has_symbolic_sizes_strides() || !flagos_tensor.has_storage()) {
+  if (flagos_tensor._is_zerotensor() || impl->has_symbolic_sizes_strides() || !impl->unsafe_storage()) {
     return kernel_view(flagos_tensor);
   }
   CachedView& slot = slot_of(impl);
@@ -211,7 +211,9 @@ bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tenso
   c10::TensorImpl* impl = view.unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
   // Only the slot holds it, its memory is still borrowed (a kernel that resized it gave it memory of its own),
-  // and it is a plain view of the current mode (no autograd state; inference mode decides the keys).
+  // and it is a plain view of the current mode: no autograd state, and the keys of a view made now (a view made
+  // in inference mode is an inference tensor, which a kernel's own in-place calls may not update outside it:
+  // the CPU's foreach loops call add_ on each view).
   if (!held_only_here(view.getIntrusivePtr()) || !held_only_here(impl->unsafe_storage()) ||
       storage->data_ptr().get_context() != nullptr || impl->autograd_meta() != nullptr) {
     return false;
@@ -227,7 +229,13 @@ bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tenso
   if (impl->dtype() != flagos_tensor.dtype() || impl->device() != where) {
     impl->set_storage_and_dtype(impl->unsafe_storage(), flagos_tensor.dtype());
   }
-  impl->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(), flagos_tensor.storage_offset());
+  // Consecutive ops mostly see one shape: the geometry is rewritten (and its contiguity recomputed) only where
+  // it changes.
+  if (impl->sizes() != flagos_tensor.sizes() || impl->strides() != flagos_tensor.strides()) {
+    impl->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(), flagos_tensor.storage_offset());
+  } else if (impl->storage_offset() != flagos_tensor.storage_offset()) {
+    impl->set_storage_offset(flagos_tensor.storage_offset());
+  }
   copy_lazy_bits(flagos_tensor, view);
   return true;
 }
