@@ -6,8 +6,9 @@ CPU profiler samples every thread of the process (autograd's device thread inclu
 stacks, so two profiles of the same steps, one per device, say where flagos spends host time that
 native CUDA does not.
 
-    python tools/native_profile.py record DEVICE STEPS OUT.prof   # the training step of
-        benchmarks/device/gpu_transformer.py on DEVICE (flagos or cuda), profiled over STEPS steps
+    python tools/native_profile.py record DEVICE STEPS OUT.prof [--forward]   # the training step of
+        benchmarks/device/gpu_transformer.py on DEVICE (flagos or cuda), profiled over STEPS steps;
+        --forward: its forward pass alone, under torch.no_grad (no autograd engine, one thread)
     python tools/native_profile.py compare A.prof UNITS_A B.prof UNITS_B [--top N]
 
 `record` needs gperftools' profiler library: GPERF_LIB=path/to/libprofiler.so (Debian's
@@ -18,6 +19,9 @@ mapped -- and prints microseconds per unit (a step) of A and B and their differe
 
 * per outermost operator (`at::_ops::<op>::call`) or autograd node (`<Node>::apply`) on the stack,
   inclusive, with the rest as "engine/other" (autograd engine frames) or "python/other";
+* per operator anywhere on the stack, inclusive, and apart from it the share inside its redispatch
+  (`at::_ops::<op>::redispatch`), which on flagos is the kernel device's own kernel: extra time there is
+  the kernel's code running slower, not work the device layer adds around it;
 * per leaf library and nearest calling function outside it (what malloc, the driver or c10 was
   called from);
 * per torch_fl function, inclusive, in B;
@@ -46,6 +50,7 @@ from pathlib import Path
 
 WORD = 8
 OP = re.compile(r"at::_ops::(\w+)::call\(")
+ANY_OP = re.compile(r"at::_ops::(\w+)::(call|redispatch)\(")
 NODE = re.compile(r"torch::autograd::(?:generated::)?(\w+)::apply\(")
 # Libraries whose functions are leaves worth attributing to a caller outside them.
 LEAF_LIBRARIES = ("libc.so", "libstdc++", "ld-linux", "libc10.so", "libc10_cuda", "libcuda.so", "libcudart")
@@ -159,6 +164,7 @@ class Tables:
     period_us: int
     total: int
     by_operator: collections.Counter
+    any_operator: collections.Counter
     leaf_callers: collections.Counter
     torch_fl: collections.Counter
     library_self: collections.Counter
@@ -167,7 +173,7 @@ class Tables:
 
 def tabulate(profile: Profile, libraries: dict[str, Library]) -> Tables:
     symbol = Symbolizer(profile.maps, libraries)
-    t = Tables(profile.period_us, 0, *(collections.Counter() for _ in range(5)))
+    t = Tables(profile.period_us, 0, *(collections.Counter() for _ in range(6)))
     for count, pcs in profile.samples:
         t.total += count
         # A return address points after its call: step back one byte to name the caller's line.
@@ -177,6 +183,8 @@ def tabulate(profile: Profile, libraries: dict[str, Library]) -> Tables:
         if outer is None:
             outer = "engine/other" if any("autograd::Engine::" in n for n in names) else "python/other"
         t.by_operator[outer] += count
+        for m in {m.groups() for m in map(ANY_OP.search, names) if m}:
+            t.any_operator[m[0] if m[1] == "call" else f"{m[0]} (redispatch)"] += count
         for name in {n for n in names if "torch_fl::" in n}:
             t.torch_fl[_function(name.split(":", 1)[1])[:120]] += count
         leaf = names[0]
@@ -196,6 +204,7 @@ def compare(a: Path, units_a: float, b: Path, units_b: float, top: int) -> str:
              f"B {b}: {tb.total} samples, {tb.total * kb:.0f} us per unit",
              f"sampling period {ta.period_us} us (A), {tb.period_us} us (B)"]
     for title, xa, xb in (("outermost operator or autograd node, inclusive", ta.by_operator, tb.by_operator),
+                          ("operator anywhere on the stack, inclusive", ta.any_operator, tb.any_operator),
                           ("leaf library <- nearest caller outside it", ta.leaf_callers, tb.leaf_callers),
                           ("library, self", ta.library_self, tb.library_self),
                           ("function, self", ta.function_self, tb.function_self)):
@@ -207,8 +216,9 @@ def compare(a: Path, units_a: float, b: Path, units_b: float, top: int) -> str:
     return "\n".join(lines)
 
 
-def record(device: str, steps: int, out: Path) -> None:
-    """Profiles `steps` training steps of gpu_transformer's model on `device`, after five untimed ones."""
+def record(device: str, steps: int, out: Path, forward: bool = False) -> None:
+    """Profiles `steps` training steps of gpu_transformer's model on `device` (`forward`: its forward pass
+    alone, under torch.no_grad), after five untimed ones."""
     library = os.environ.get("GPERF_LIB")
     if not library:
         raise UnusableInput("GPERF_LIB is not set — point it at gperftools' libprofiler.so")
@@ -225,13 +235,15 @@ def record(device: str, steps: int, out: Path) -> None:
     from gpu_transformer import Trainer
 
     trainer = Trainer(device)
+    step = trainer.forward if forward else trainer.step
     for _ in range(5):
-        trainer.step()
+        step()
     torch.accelerator.synchronize()
     profiler.ProfilerStart(str(out).encode())
-    ms = sorted(trainer.step() for _ in range(steps))
+    ms = sorted(step() for _ in range(steps))
     profiler.ProfilerStop()
-    print(f"{device}: median step {ms[len(ms) // 2]:.2f} ms over {steps} profiled steps -> {out}")
+    what = "forward pass" if forward else "step"
+    print(f"{device}: median {what} {ms[len(ms) // 2]:.2f} ms over {steps} profiled ones -> {out}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("device", choices=("flagos", "cuda"))
     r.add_argument("steps", type=int)
     r.add_argument("out", type=Path)
+    r.add_argument("--forward", action="store_true", help="the forward pass alone, under torch.no_grad")
     c = sub.add_parser("compare", help="where B spends host time that A does not, per unit")
     c.add_argument("a", type=Path)
     c.add_argument("units_a", type=float)
@@ -250,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.command == "record":
-            record(args.device, args.steps, args.out)
+            record(args.device, args.steps, args.out, args.forward)
         else:
             if args.units_a <= 0 or args.units_b <= 0:
                 raise UnusableInput("UNITS must be positive: the steps (or calls) each profile covers")

@@ -64,6 +64,15 @@ class Trainer:
         self.loss = loss.item()
         return elapsed * 1000
 
+    def forward(self) -> float:
+        """The step's forward pass alone, under torch.no_grad; returns its time (tools/native_profile.py)."""
+        self.api.synchronize()
+        start = time.perf_counter()
+        with torch.no_grad(), torch.autocast(self.device, dtype=torch.bfloat16):
+            self.model(self.x)
+        self.api.synchronize()
+        return (time.perf_counter() - start) * 1000
+
     def reset_peak(self) -> None:
         self.api.synchronize()
         self.api.reset_peak_memory_stats()

@@ -21,13 +21,14 @@ TOOL = REPO / "tools" / "native_profile.py"
 FIXTURE = r"""
 volatile int sink;
 #define BODY { for (int i = 0; i < x; ++i) sink += i * 3; return sink; }
-namespace at { namespace _ops { struct add_Tensor { static int call(int x); }; } }
+namespace at { namespace _ops { struct add_Tensor { static int call(int x); static int redispatch(int x); }; } }
 namespace torch { namespace autograd {
 struct Engine { static int evaluate_function(int x); };
 namespace generated { struct AddBackward0 { static int apply(int x); }; }
 } }
 namespace torch_fl { namespace aten { int kernel_view(int x); } }
 int at::_ops::add_Tensor::call(int x) BODY
+int at::_ops::add_Tensor::redispatch(int x) BODY
 int torch::autograd::Engine::evaluate_function(int x) BODY
 int torch::autograd::generated::AddBackward0::apply(int x) BODY
 int torch_fl::aten::kernel_view(int x) BODY
@@ -36,7 +37,8 @@ extern "C" void* address_of(int which) {
     case 0: return (void*)&at::_ops::add_Tensor::call;
     case 1: return (void*)&torch::autograd::Engine::evaluate_function;
     case 2: return (void*)&torch::autograd::generated::AddBackward0::apply;
-    default: return (void*)&torch_fl::aten::kernel_view;
+    case 3: return (void*)&torch_fl::aten::kernel_view;
+    default: return (void*)&at::_ops::add_Tensor::redispatch;
   }
 }
 """
@@ -54,7 +56,8 @@ def pcs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
     fixture = ctypes.CDLL(str(lib))
     fixture.address_of.restype = ctypes.c_void_p
     # Inside each function (not at its first byte), as a sampled program counter is.
-    inside = {name: fixture.address_of(i) + 8 for i, name in enumerate(("add", "engine", "node", "view"))}
+    inside = {name: fixture.address_of(i) + 8
+              for i, name in enumerate(("add", "engine", "node", "view", "add_redispatch"))}
     inside["malloc"] = ctypes.cast(ctypes.CDLL(None).malloc, ctypes.c_void_p).value + 8
     return inside
 
@@ -90,12 +93,14 @@ def rows(report: str, section: str) -> dict[str, tuple[float, ...]]:
 def test_compare_attributes_samples_to_operators_nodes_engine_and_callers(pcs: dict[str, int],
                                                                            tmp_path: Path) -> None:
     native = write_profile(tmp_path / "a.prof", [
-        (3, [pcs["add"]]),
+        (2, [pcs["add"]]),
+        (1, [pcs["add_redispatch"], pcs["add"]]),
         (2, [pcs["node"], pcs["engine"]]),
         (1, [pcs["engine"]]),
     ])
     flagos = write_profile(tmp_path / "b.prof", [
-        (4, [pcs["view"], pcs["add"]]),
+        (2, [pcs["view"], pcs["add"]]),
+        (2, [pcs["add_redispatch"], pcs["view"], pcs["add"]]),
         (1, [pcs["malloc"], pcs["view"], pcs["add"]]),
         (2, [pcs["node"], pcs["engine"]]),
         (4, [pcs["engine"]]),
@@ -106,6 +111,10 @@ def test_compare_attributes_samples_to_operators_nodes_engine_and_callers(pcs: d
     assert by_op["op add_Tensor"] == (1200.0, 2000.0, 800.0)
     assert by_op["node AddBackward0"] == (800.0, 800.0, 0.0)
     assert by_op["engine/other"] == (400.0, 1600.0, 1200.0)
+    # Of add's 800 us more per unit, 400 lie inside its redispatch (the kernel device's kernel).
+    any_op = rows(done.stdout, "operator anywhere on the stack")
+    assert any_op["add_Tensor"] == (1200.0, 2000.0, 800.0)
+    assert any_op["add_Tensor (redispatch)"] == (400.0, 800.0, 400.0)
     callers = rows(done.stdout, "leaf library <- nearest caller")
     (malloc_row,) = [v for k, v in callers.items() if k.startswith("libc.so")]
     assert malloc_row == (0.0, 400.0, 400.0)
