@@ -58,10 +58,7 @@ at::Tensor CallViews::to_flagos(at::Tensor result, c10::Device device) {
   if (result.layout() != c10::kStrided) return from_kernel_result(std::move(result), device);
   // The usual result, a fresh tensor: nothing else holds it or its storage, so it is no view of this call
   // (each view is held here) and shares no view's storage (each view holds its own): no search.
-  const c10::Storage& storage = result.unsafeGetTensorImpl()->unsafe_storage();
-  if (result.use_count() == 1 && result.weak_use_count() == 1 && storage && storage.use_count() == 1) {
-    return from_kernel_result(std::move(result), device);
-  }
+  if (held_only_by_caller(result)) return from_kernel_result(std::move(result), device);
   const auto k = find(result);
   if (!k.has_value()) return from_kernel_result(std::move(result), device);
   const Entry& e = entries_[*k];

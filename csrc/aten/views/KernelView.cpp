@@ -214,8 +214,7 @@ bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tenso
   // and it is a plain view of the current mode: no autograd state, and the keys of a view made now (a view made
   // in inference mode is an inference tensor, which a kernel's own in-place calls may not update outside it:
   // the CPU's foreach loops call add_ on each view).
-  if (!held_only_here(view.getIntrusivePtr()) || !held_only_here(impl->unsafe_storage()) ||
-      storage->data_ptr().get_context() != nullptr || impl->autograd_meta() != nullptr) {
+  if (!held_only_by_caller(view) || storage->data_ptr().get_context() != nullptr || impl->autograd_meta() != nullptr) {
     return false;
   }
   impl->_set_conj(false);
@@ -239,6 +238,15 @@ bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tenso
   copy_lazy_bits(flagos_tensor, view);
   return true;
 }
+
+}  // namespace
+
+bool held_only_by_caller(const at::Tensor& t) {
+  const c10::Storage& storage = t.unsafeGetTensorImpl()->unsafe_storage();
+  return held_only_here(t.getIntrusivePtr()) && storage && held_only_here(storage);
+}
+
+namespace {
 
 // `result` is a plain dense kernel device tensor that may change device in place.
 bool relabelable(const at::Tensor& result) {

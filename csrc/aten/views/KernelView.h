@@ -59,6 +59,10 @@ void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to);
 // TensorImpl); one still held elsewhere is left as it is.
 at::Tensor from_kernel_result(at::Tensor result, c10::Device device);
 
+// Nothing but the caller holds `t` or its storage (no other tensor, storage, weak or Python reference): a
+// kernel's fresh result, which aliases no other tensor.
+bool held_only_by_caller(const at::Tensor& t);
+
 // A result that is a new tensor by its operator's schema, from a kernel written outside PyTorch (a FlagGems
 // function): from_kernel_result(), except that a result whose memory is a kernel view's -- the kernel handed
 // back its input, or a view of it -- gets a copy of its own, since adopting that memory would alias a flagos
