@@ -189,6 +189,42 @@ def test_slots_changing_hands_between_dtypes_devices_and_lazy_bits() -> None:
         torch.testing.assert_close((t + 0).cpu(), cpu + 0)
 
 
+def test_calls_with_many_tensor_arguments_after_each_change() -> None:
+    # A call with more tensor arguments than the few recent views (a foreach op, cat) keeps per-tensor views
+    # in the thread's table: each change a stale view would miss, then the same lists again.
+    xs_cpu = [torch.randn(5 + i % 4) for i in range(40)]
+    ys_cpu = [torch.randn(5 + i % 4) for i in range(40)]
+    xs, ys = [x.to(DEV) for x in xs_cpu], [y.to(DEV) for y in ys_cpu]
+
+    def check(what: str) -> None:
+        for got, want in zip(torch._foreach_add(xs, ys), torch._foreach_add(xs_cpu, ys_cpu)):
+            torch.testing.assert_close(got.cpu(), want, msg=what)
+        torch.testing.assert_close(torch.cat(xs).cpu(), torch.cat(xs_cpu), msg=what)
+
+    check("first visit")
+    check("second visit")
+    torch._foreach_mul_(xs, 3.0)
+    torch._foreach_mul_(xs_cpu, 3.0)
+    check("values written in place")
+    fresh = torch.arange(6.0)
+    xs[3].set_(fresh.to(DEV).untyped_storage(), 0, (6,), (1,))
+    xs_cpu[3] = fresh.clone()
+    ys[3].resize_(6).fill_(2.0)
+    ys_cpu[3] = torch.full((6,), 2.0)
+    xs[7].as_strided_((3,), (2,))
+    xs_cpu[7] = xs_cpu[7].as_strided((3,), (2,))
+    ys[7], ys_cpu[7] = ys[7][:3], ys_cpu[7][:3]
+    xs[9].data = torch.ones(xs_cpu[9].shape, device=DEV)
+    xs_cpu[9] = torch.ones(xs_cpu[9].shape)
+    check("storage, size, strides and data changed")
+    # Freed and made again: new tensors at the old addresses, in another dtype.
+    del xs, ys
+    xs_cpu = [torch.arange(float(i + 2), dtype=torch.float64) for i in range(40)]
+    ys_cpu = [torch.ones(i + 2, dtype=torch.float64) for i in range(40)]
+    xs, ys = [x.to(DEV) for x in xs_cpu], [y.to(DEV) for y in ys_cpu]
+    check("new tensors in another dtype")
+
+
 def test_another_thread_sees_changes_made_here() -> None:
     a = torch.zeros(4, device=DEV)
     with ThreadPoolExecutor(max_workers=1) as worker:  # one thread: its cache persists between calls

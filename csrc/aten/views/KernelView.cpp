@@ -57,27 +57,40 @@ at::Tensor kernel_view_sharing(const at::Tensor& flagos_tensor, const c10::Stora
 
 namespace {
 
-// The thread's cached kernel views: a direct-mapped table keyed by the address
-// of the flagos TensorImpl.  A slot's key is only ever compared, never
-// dereferenced, so a key whose tensor is gone is harmless: a new tensor at the
-// same address gets the old view only if that view matches it in every field
-// it carries, and then it is exactly the view kernel_view() would make.  The
-// version counter plays no part: a view aliases the flagos memory, so writes
-// are seen through it; only what the view holds by value can go stale.
+// The thread's cached kernel views.  A slot's key (the address of a flagos TensorImpl) is only ever
+// compared, never dereferenced, so a key whose tensor is gone is harmless: a new tensor at the same
+// address gets the old view only if that view matches it in every field it carries, and then it is
+// exactly the view kernel_view() would make.  The version counter plays no part: a view aliases the
+// flagos memory, so writes are seen through it; only what the view holds by value can go stale.
 struct CachedView {
   const c10::TensorImpl* owner = nullptr;
   at::Tensor view;
 };
-// 4096 slots.  An AdamW step visits four lists of a model's tensors (parameters, gradients, two
-// states: 576 for a 12-layer encoder) again and again; at 512 slots most of them shared a slot with
-// another and were rebuilt on every visit (benchmarks/optimizer_working_set_host.py).
+// A few views taken in turn by the arguments of the last calls.  Most arguments are fresh tensors (each
+// op's input is the last op's result), read by the next op or two and then saved or dropped; the rest
+// (weights, saved activations) are read once per step.  Either way a view from here is an object the last
+// calls touched, still in the processor's cache, where a view kept per tensor was last touched long before:
+// its lines missed the cache in the view layer and again in the kernel that reads it, which cost a training
+// step more than the few instructions that rebinding a recent view adds (docs/performance.md, "recent
+// views").  Eight cover the tensor arguments of an ordinary call and those of the next calls that reuse them.
+constexpr size_t kRecentViews = 8;
+// A direct-mapped table for calls with more tensor arguments than that (the foreach ops of an optimizer
+// step, which visit the same lists every step), keyed by the TensorImpl's address.  4096 slots: an AdamW
+// step visits four lists of a model's tensors (parameters, gradients, two states: 576 for a 12-layer
+// encoder) again and again; at 512 slots most of them shared a slot with another and were rebuilt on every
+// visit (benchmarks/device/optimizer_working_set_host.py).
 constexpr int kSlotBits = 12;
-thread_local std::array<CachedView, size_t{1} << kSlotBits> cached_views;
+struct ThreadViews {
+  std::array<CachedView, kRecentViews> recent;
+  size_t next_recent = 0;  // the recent view to take next
+  std::array<CachedView, size_t{1} << kSlotBits> table;
+};
+thread_local ThreadViews thread_views;
 
-CachedView& slot_of(const c10::TensorImpl* impl) {
+CachedView& slot_of(ThreadViews& views, const c10::TensorImpl* impl) {
   // Fibonacci hashing of the address (TensorImpls are 16-byte aligned).
   const auto h = (reinterpret_cast<uintptr_t>(impl) >> 4) * uint64_t{0x9E3779B97F4A7C15};
-  return cached_views[h >> (64 - kSlotBits)];
+  return views.table[h >> (64 - kSlotBits)];
 }
 
 bool still_matches(const at::Tensor& view, const at::Tensor& flagos_tensor) {
@@ -103,21 +116,40 @@ at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
   if (flagos_tensor._is_zerotensor() || impl->has_symbolic_sizes_strides() || !impl->unsafe_storage()) {
     return kernel_view(flagos_tensor);
   }
-  CachedView& slot = slot_of(impl);
+  ThreadViews& views = thread_views;
+  for (CachedView& recent : views.recent) {
+    if (recent.owner == impl && still_matches(recent.view, flagos_tensor)) return recent.view;
+  }
+  // A recent view that this call's earlier arguments do not hold takes the tensor, whether or not the table
+  // has a view of it: the table's would be cold.  Its objects are rebound in place (a TensorImpl and a
+  // StorageImpl built and freed per argument cost more than the rest of the view layer's work; callgrind over
+  // a chain of small ops).
+  for (size_t tries = 0; tries < kRecentViews; ++tries) {
+    CachedView& recent = views.recent[views.next_recent];
+    views.next_recent = (views.next_recent + 1) % kRecentViews;
+    if (recent.view.defined() && !held_only_by_caller(recent.view)) continue;
+    if (!recent.view.defined() || !rebind_unshared_view(recent.view, flagos_tensor)) {
+      recent.view = kernel_view(flagos_tensor);
+    }
+    recent.owner = impl;
+    return recent.view;
+  }
+  // Every recent view is this call's: a call with many tensor arguments.
+  CachedView& slot = slot_of(views, impl);
   if (slot.owner == impl && still_matches(slot.view, flagos_tensor)) return slot.view;
-  // A slot changing hands keeps its view objects: most kernel arguments are fresh tensors (each op's input is
-  // the last op's result), and building a view and freeing the one it replaces cost more than the op's own
-  // kernel-view work (a TensorImpl and a StorageImpl each way; callgrind over a chain of small ops).
   if (!slot.view.defined() || !rebind_unshared_view(slot.view, flagos_tensor)) slot.view = kernel_view(flagos_tensor);
   slot.owner = impl;
   return slot.view;
 }
 
 void forget_kernel_view(const at::Tensor& flagos_tensor) {
-  CachedView& slot = slot_of(flagos_tensor.unsafeGetTensorImpl());
-  if (slot.owner != flagos_tensor.unsafeGetTensorImpl()) return;
-  slot.owner = nullptr;
-  slot.view = at::Tensor();
+  const c10::TensorImpl* impl = flagos_tensor.unsafeGetTensorImpl();
+  ThreadViews& views = thread_views;
+  for (CachedView& cached : views.recent) {
+    if (cached.owner == impl) cached = CachedView{};
+  }
+  CachedView& slot = slot_of(views, impl);
+  if (slot.owner == impl) slot = CachedView{};
 }
 
 void sync_from_kernel_view(const at::Tensor& flagos_tensor, const at::Tensor& view) {
