@@ -94,6 +94,13 @@ def _optimizer_working_set_host(r: Report) -> Lines:
             *_table(["per tensor", "µs"], rows)]
 
 
+def _cold_cache_host(r: Report) -> Lines:
+    rows = [["CPU", r["cpu_us_per_op"]], ["flagos", r["flagos_us_per_op"]],
+            ["flagos extra", _n(r["extra_us_per_op"], 3)], ["ratio", _n(r["ratio"], 3)]]
+    return [f"add, neg, mul, relu on {r['elements']} elements after {r['evict_mib']} MiB of other memory is "
+            f"written, {r['chains']} chains per round.", "", *_table(["per op", "µs"], rows)]
+
+
 def _gpu_small_ops(r: Report) -> Lines:
     rows = [[op, v["native_us"], v["flagos_us"], _n(v["ratio"], 3)] for op, v in r["ops"].items()]
     return [f"{r.get('elements')} elements per tensor.", "",
@@ -320,6 +327,8 @@ ENTRIES: dict[str, Entry] = {
     "optimizer_working_set_host": Entry("An optimizer's working set of kernel views",
                                         "python benchmarks/device/optimizer_working_set_host.py --out result.json",
                                         _optimizer_working_set_host),
+    "cold_cache_host": Entry("Small ops with the caches cooled between chains",
+                             "python benchmarks/device/cold_cache_host.py --out result.json", _cold_cache_host),
     "gpu_small_ops": Entry("Small ops", f"python benchmarks/device/gpu_small_ops.py --out result.json {_GPU}",
                            _gpu_small_ops),
     "gpu_matmul": Entry("Matrix product", f"python benchmarks/device/gpu_matmul.py --out result.json {_GPU}", _gpu_matmul),
