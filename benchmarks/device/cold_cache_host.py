@@ -7,12 +7,13 @@ the cache by then.  Here a chain of four ops (add, neg, mul, relu: fresh results
 runs after `--evict-mib` MiB of other memory has been written (0: warm caches), on the CPU and on flagos in
 turns, and the median time per op of each is reported with their difference.
 
-    python benchmarks/device/cold_cache_host.py [--evict-mib 4] [--chains 3000] [--rounds 3] [--out result.json]
+    python benchmarks/device/cold_cache_host.py [--evict-mib 4] [--number 3000] [--repeats 3] [--out result.json]
+
+(`--number`: chains per round; `--repeats`: rounds of each device, the median round kept.)
 """
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import sys
@@ -20,6 +21,7 @@ import time
 
 import torch
 from _report import emit_json
+from dispatch_overhead import timing_args
 
 OPS_PER_CHAIN = 4
 
@@ -39,22 +41,17 @@ def chain_us(device: str, evict: torch.Tensor | None, chains: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--evict-mib", type=int, default=4, help="MiB written between chains (0: warm caches)")
-    parser.add_argument("--chains", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=3, help="turns of each device; the median round is kept")
-    parser.add_argument("--out", help="also write the JSON here")
-    args = parser.parse_args()
-    if args.evict_mib < 0 or args.chains < 1 or args.rounds < 1:
-        print("cold_cache_host.py: --evict-mib must be >= 0 and --chains, --rounds >= 1", file=sys.stderr)
+    args = timing_args(__doc__.splitlines()[0], number=3000, repeats=3, extra=lambda p: p.add_argument(
+        "--evict-mib", type=int, default=4, help="MiB written between chains (0: warm caches)"))
+    if args.evict_mib < 0 or args.number < 1 or args.repeats < 1:
+        print("cold_cache_host.py: --evict-mib must be >= 0 and --number, --repeats >= 1", file=sys.stderr)
         return 2
-    torch.set_num_threads(1)
     # CPU memory: written by one thread, as the step's other host work would be.
     evict = torch.zeros(args.evict_mib << 18) if args.evict_mib else None  # float32: 2**18 per MiB
     rounds: dict[str, list[float]] = {"cpu": [], "flagos": []}
-    for _ in range(args.rounds):
+    for _ in range(args.repeats):
         for device in rounds:
-            rounds[device].append(chain_us(device, evict, args.chains))
+            rounds[device].append(chain_us(device, evict, args.number))
     cpu, flagos = statistics.median(rounds["cpu"]), statistics.median(rounds["flagos"])
     emit_json({
         "version": 1,
@@ -63,7 +60,7 @@ def main() -> int:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "evict_mib": args.evict_mib,
-        "chains": args.chains,
+        "chains": args.number,
         "elements": 256,
         "threads": 1,
         "cpu_us_per_op": round(cpu, 3),

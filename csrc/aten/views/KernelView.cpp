@@ -107,6 +107,15 @@ bool still_matches(const at::Tensor& view, const at::Tensor& flagos_tensor) {
 // cannot (defined below, beside the other in-place rewrites).
 bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tensor);
 
+// `entry` takes over `flagos_tensor`: its view objects rebound in place where it can (a TensorImpl and a
+// StorageImpl built and freed per argument cost more than the rest of the view layer's work; callgrind over
+// a chain of small ops), a new view otherwise.
+const at::Tensor& take_over(CachedView& entry, const at::Tensor& flagos_tensor) {
+  if (!entry.view.defined() || !rebind_unshared_view(entry.view, flagos_tensor)) entry.view = kernel_view(flagos_tensor);
+  entry.owner = flagos_tensor.unsafeGetTensorImpl();
+  return entry.view;
+}
+
 }  // namespace
 
 at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
@@ -121,25 +130,16 @@ at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
     if (recent.owner == impl && still_matches(recent.view, flagos_tensor)) return recent.view;
   }
   // A recent view that this call's earlier arguments do not hold takes the tensor, whether or not the table
-  // has a view of it: the table's would be cold.  Its objects are rebound in place (a TensorImpl and a
-  // StorageImpl built and freed per argument cost more than the rest of the view layer's work; callgrind over
-  // a chain of small ops).
+  // has a view of it: the table's would be cold.
   for (size_t tries = 0; tries < kRecentViews; ++tries) {
     CachedView& recent = views.recent[views.next_recent];
     views.next_recent = (views.next_recent + 1) % kRecentViews;
-    if (recent.view.defined() && !held_only_by_caller(recent.view)) continue;
-    if (!recent.view.defined() || !rebind_unshared_view(recent.view, flagos_tensor)) {
-      recent.view = kernel_view(flagos_tensor);
-    }
-    recent.owner = impl;
-    return recent.view;
+    if (!recent.view.defined() || held_only_by_caller(recent.view)) return take_over(recent, flagos_tensor);
   }
   // Every recent view is this call's: a call with many tensor arguments.
   CachedView& slot = slot_of(views, impl);
   if (slot.owner == impl && still_matches(slot.view, flagos_tensor)) return slot.view;
-  if (!slot.view.defined() || !rebind_unshared_view(slot.view, flagos_tensor)) slot.view = kernel_view(flagos_tensor);
-  slot.owner = impl;
-  return slot.view;
+  return take_over(slot, flagos_tensor);
 }
 
 void forget_kernel_view(const at::Tensor& flagos_tensor) {
