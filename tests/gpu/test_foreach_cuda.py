@@ -1,12 +1,14 @@
 """The optimizers' foreach operators on the cuda platform, most of which CUDA's foreach kernels run on the
-flagos tensors themselves (no kernel views; UnboxedKernels.cpp, "direct" kernels): PyTorch's own foreach
-OpInfo samples, every overload of each, against the CPU's results, out of place and in place."""
+flagos tensors themselves (no kernel views; UnboxedKernels.cpp, "direct" kernels): every overload of each,
+on PyTorch's own foreach OpInfo samples, against native CUDA on the same values, out of place and in place."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
-from torch.utils import _pytree as pytree
+from foreach_cases import results
 
 pytestmark = pytest.mark.gpu
 
@@ -17,48 +19,62 @@ OPTIMIZER_FOREACH = ("_foreach_add", "_foreach_mul", "_foreach_div", "_foreach_l
 DTYPES = (torch.float32, torch.bfloat16)
 # A short list, and one longer than a CUDA foreach launch takes (its kernels split lists into chunks).
 LIST_LENGTHS = (3, 40)
+DATABASES = ("foreach_unary_op_db", "foreach_binary_op_db", "foreach_pointwise_op_db", "foreach_reduce_op_db",
+             "foreach_other_op_db")
 
 
-def foreach_ops() -> list:
+def optimizer_ops() -> list[Any]:
     from torch.testing._internal import common_methods_invocations as database
 
-    ops = [op for name in ("foreach_unary_op_db", "foreach_binary_op_db", "foreach_pointwise_op_db",
-                           "foreach_reduce_op_db", "foreach_other_op_db") for op in getattr(database, name)]
-    return [pytest.param(op, id=op.name) for op in ops if op.name in OPTIMIZER_FOREACH]
+    return [op for name in DATABASES for op in getattr(database, name) if op.name in OPTIMIZER_FOREACH]
 
 
-def on(device: str, tree: object) -> object:
-    return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), tree)
+def make_cases() -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Every sample of each operator and dtype, as plain data (made on the CPU), for each variant."""
+    cases = {}
+    for op in optimizer_ops():
+        for dtype in DTYPES:
+            variants = [op.op.__name__] + ([op.inplace_variant.__name__] if op.inplace_variant else [])
+            cases[(op.name, str(dtype))] = [
+                {"fn": fn, "inputs": list(s.input), "args": list(s.args), "kwargs": dict(s.kwargs)}
+                for n in LIST_LENGTHS for s in op.sample_inputs("cpu", dtype, num_input_tensors=[n])
+                for fn in variants]
+    return cases
 
 
-def run(fn, sample, device: str) -> tuple[object, object]:
-    """`fn` over the sample's tensors on `device`: what it returned, and its first list after the call."""
-    first = on(device, [t.clone() for t in sample.input])
-    out = fn(first, *on(device, sample.args), **on(device, sample.kwargs))
-    return out, first
+@pytest.fixture(scope="module")
+def cases() -> dict[tuple[str, str], list[dict[str, Any]]]:
+    return make_cases()
+
+
+@pytest.fixture(scope="module")
+def native(cases: dict) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    import reference
+    from support.tools import missing
+
+    try:
+        python = reference.interpreter()
+    except reference.Unavailable as e:
+        missing(str(e))
+    keys = list(cases)
+    flat = reference.call("foreach_cases:results", [c for k in keys for c in cases[k]], "cuda", python=python)
+    out, i = {}, 0
+    for k in keys:
+        out[k], i = flat[i:i + len(cases[k])], i + len(cases[k])
+    return out
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", foreach_ops())
-def test_foreach_matches_cpu(op, dtype: torch.dtype) -> None:
-    if dtype not in op.supported_dtypes("cpu"):
-        pytest.skip(f"{op.name} has no CPU kernel for {dtype}")
-    compared = 0
-    for n in LIST_LENGTHS:
-        for sample in op.sample_inputs("cpu", dtype, num_input_tensors=[n]):
-            variants = [(op.op, False)] + ([(op.inplace_variant, True)] if op.inplace_variant else [])
-            for fn, inplace in variants:
-                try:
-                    expected = run(fn, sample, "cpu")
-                except (RuntimeError, TypeError, ValueError):
-                    continue  # an overload the CPU refuses for these arguments: nothing to compare
-                actual = run(fn, sample, "flagos")
-                result, written = actual
-                expected_result, expected_written = expected
-                flat = [t for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
-                assert all(t.device.type == "flagos" for t in flat), f"{op.name}: a result is not on flagos"
-                if not inplace:
-                    torch.testing.assert_close(on("cpu", result), expected_result, equal_nan=True)
-                torch.testing.assert_close(on("cpu", written), expected_written, equal_nan=True)
-                compared += 1
-    assert compared > 0
+@pytest.mark.parametrize("name", OPTIMIZER_FOREACH)
+def test_foreach_matches_native_cuda(name: str, dtype: torch.dtype, cases: dict, native: dict) -> None:
+    key = (name, str(dtype))
+    assert cases[key], f"{name}: no OpInfo samples for {dtype}"
+    for case, expected, actual in zip(cases[key], native[key], results(cases[key], "flagos")):
+        where = f"{case['fn']} over {len(case['inputs'])} tensors, args {case['args']!r:.80}, kwargs {case['kwargs']}"
+        assert ("error" in actual) == ("error" in expected), f"{where}: native {expected}, flagos {actual}"
+        if "error" in expected:
+            continue
+        assert actual["devices"] in ([], ["flagos"]), f"{where}: results on {actual['devices']}"
+        torch.testing.assert_close(actual["out"], expected["out"], equal_nan=True, msg=lambda m: f"{where}: {m}")
+        torch.testing.assert_close(actual["written"], expected["written"], equal_nan=True,
+                                   msg=lambda m: f"{where}: {m}")
