@@ -20,7 +20,7 @@ Reported per mode: the median tokens/s of each side, the median of the per-pair 
 64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
 >= 2x flagos eager; compiled has no goal of its own yet.
 
-    python benchmarks/device/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager,graph,compiled]
+    python benchmarks/device/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager graph compiled]
         [--reference-python PY]
 """
 
@@ -236,11 +236,12 @@ def compare(mode: str, native: Any, flagos: Decoder, runs: int) -> dict[str, Any
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated: eager, graph, compiled")
+    # Separated by commas or spaces: tools/gpu-perf-round.sh passes a benchmark's arguments with commas as spaces.
+    p.add_argument("--modes", nargs="+", default=list(MODES), help="eager, graph, compiled (commas or spaces)")
     args = p.parse_args()
-    modes = [m for m in args.modes.split(",") if m]
+    modes = [m for given in args.modes for m in given.split(",") if m]
     if not modes or any(m not in MODES for m in modes):
-        print(f"--modes {args.modes}: give a comma-separated subset of {', '.join(MODES)}", file=sys.stderr)
+        print(f"--modes {' '.join(args.modes)}: give a subset of {', '.join(MODES)}", file=sys.stderr)
         return 2
     if args.native_child:
         decoder = Decoder("cuda")

@@ -7,7 +7,7 @@ GPU machine's speed -- which drifts by up to 2x between minutes -- is the same
 for both within each pair of steps.  Reported: the median step time and
 tokens/s of each over `--steps` steps, the median of the per-pair throughput
 ratios, and each run's peak memory.  Goals: flagos >= 0.97 of native tokens/s
-(over five runs: their median, and no run below 0.95), peak memory <= 1.05 of native.
+(over five runs: their median, and no run below 0.95), peak memory <= 1.02 of native.
 
 The native model lives in the reference interpreter (`--reference-python`, a
 Python with a CUDA build of torch; _gpu_common.py says why), which never registers
@@ -172,7 +172,7 @@ def main() -> int:
         "throughput_ratio": round(flagos_result["tokens_per_s"] / native_result["tokens_per_s"], 4),
         "median_pair_ratio": round(statistics.median(n / f for n, f in zip(native_ms, flagos_ms)), 4),
         "peak_memory_ratio": round(flagos_result["peak_memory_mib"] / native_result["peak_memory_mib"], 4),
-        "goals": {"min_throughput_ratio": 0.97, "min_throughput_ratio_any_run": 0.95, "max_peak_memory_ratio": 1.05},
+        "goals": {"min_throughput_ratio": 0.97, "min_throughput_ratio_any_run": 0.95, "max_peak_memory_ratio": 1.02},
     }, args.out, native_env)
 
 
