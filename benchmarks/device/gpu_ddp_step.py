@@ -4,7 +4,7 @@ Each side wraps the same MLP (``--width`` wide, ``--depth`` hidden layers, batch
 DistributedDataParallel over a process group of one rank (a HashStore, so nothing listens on a port) and trains
 with SGD: forward, backward with DDP's bucketed all-reduce, step.  The native side runs in the reference
 interpreter (``_gpu_common.py`` says why); the two take turns step by step, which goes first alternating.
-Reported: median step times and the median of the per-pair throughput ratios native/flagos (goal >= 0.95).
+Reported: median step times and the median of the per-pair throughput ratios native/flagos (goal >= 0.97).
 
     python benchmarks/device/gpu_ddp_step.py [--out gpu_ddp_step.json] [--steps 50] [--width 2048] [--reference-python PY]
 """
@@ -92,7 +92,7 @@ def main() -> int:
         "engine": type(engine_of()).__name__,
         "native": native_stats, "flagos": flagos.stats(),
         "median_pair_ratio": round(statistics.median(n / f for n, f in zip(times["native"], times["flagos"])), 4),
-        "goals": {"min_throughput_ratio": 0.95},
+        "goals": {"min_throughput_ratio": 0.97},
     }, args.out, native_env)
 
 
