@@ -136,17 +136,6 @@ def share_cores(count: int = 2) -> list[int]:
     return cores
 
 
-def own_cores(count: int = 2) -> tuple[list[int], list[int]]:
-    """Two sets of `count` cores, this process's and the native child's, from the end of the allowed set: with
-    each side on its own cores, neither starts its step with private caches the other has just filled."""
-    allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < 2 * count:
-        print(f"--own-cores needs {2 * count} allowed cores, this process has {len(allowed)}: run without it "
-              "(both sides then share two cores)", file=sys.stderr)
-        sys.exit(2)
-    return allowed[-count:], allowed[-2 * count:-count]
-
-
 def device_api(device: str):  # noqa: ANN201 - a device module
     """synchronize / empty_cache / peak statistics of `device`: torch.flagos for flagos; for native cuda
     torch.cuda, or torch.accelerator on stock torch+cpu (no torch.cuda API there)."""

@@ -14,12 +14,10 @@ Python with a CUDA build of torch; _gpu_common.py says why), which never registe
 flagos.  The parent asks it for one step at a time over a pipe.  With
 `--flagos-in-child` the flagos model lives in a child process too (this
 interpreter, flagos registered), so that both sides run in the same role: a
-child started the same way, driven over the same kind of pipe.  With `--own-cores` the native
-child runs on two other cores than this process: the sides still take turns, but neither starts
-a step with the private caches of its cores filled by the other.
+child started the same way, driven over the same kind of pipe.
 
     python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 30] [--reference-python PY]
-        [--flagos-in-child] [--own-cores]
+        [--flagos-in-child]
 """
 
 from __future__ import annotations
@@ -32,8 +30,8 @@ import time
 from collections.abc import Callable
 
 import torch
-from _gpu_common import (NativeChild, ScriptChild, device_api, emit, own_cores, parser, reference_python,
-                         require_flagos, serve, share_cores)
+from _gpu_common import (NativeChild, ScriptChild, device_api, emit, parser, reference_python, require_flagos, serve,
+                         share_cores)
 
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
 
@@ -135,8 +133,6 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--flagos-in-child", action="store_true", help="train the flagos model in a child process, "
                    "as the native one")
-    p.add_argument("--own-cores", action="store_true", help="run the native child on two other cores than "
-                   "this process")
     p.add_argument("--flagos-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.native_child:
@@ -146,14 +142,8 @@ def main() -> int:
     if args.flagos_child:
         serve_trainer(Trainer("flagos"), native=False)
         return 0
-    if args.own_cores:
-        cores, native_cores = own_cores()
-        os.sched_setaffinity(0, native_cores)  # the native child inherits these at its start
-        native = NativeTrainer(reference_python(args.reference_python), __file__)
-        os.sched_setaffinity(0, cores)
-    else:
-        cores = native_cores = share_cores()
-        native = NativeTrainer(reference_python(args.reference_python), __file__)
+    cores = share_cores()
+    native = NativeTrainer(reference_python(args.reference_python), __file__)
     flagos: Trainer | ChildTrainer = (ChildTrainer([sys.executable, __file__, "--flagos-child"], dict(os.environ))
                                       if args.flagos_in_child else Trainer("flagos"))
     try:
@@ -176,7 +166,7 @@ def main() -> int:
         "benchmark": "gpu_transformer",
         "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
                    "autocast": "bfloat16", "optimizer": "AdamW", "steps": args.steps, "warmup": args.warmup,
-                   "cores": cores, "native_cores": native_cores, "flagos_process": "child" if args.flagos_in_child else "benchmark"},
+                   "cores": cores, "flagos_process": "child" if args.flagos_in_child else "benchmark"},
         "native": native_result, "flagos": flagos_result,
         "steps_ms": {"native": [round(t, 2) for t in native_ms], "flagos": [round(t, 2) for t in flagos_ms]},
         "throughput_ratio": round(flagos_result["tokens_per_s"] / native_result["tokens_per_s"], 4),
