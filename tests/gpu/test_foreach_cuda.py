@@ -11,6 +11,7 @@ import torch
 from foreach_cases import results
 
 pytestmark = pytest.mark.gpu
+pytest.importorskip("expecttest", reason="PyTorch's OpInfo database needs expecttest")
 
 # The foreach operators of PyTorch's optimizers and gradient clipping (each with its overloads: Scalar, List,
 # ScalarList, Tensor).
