@@ -7,17 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 
 def on(device: str, value: Any) -> Any:
     """`value` with every tensor in it (lists and dicts included) moved to `device`."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(on(device, v) for v in value)
-    if isinstance(value, dict):
-        return {k: on(device, v) for k, v in value.items()}
-    return value
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), value)
 
 
 def run(case: dict[str, Any], device: str) -> dict[str, Any]:
