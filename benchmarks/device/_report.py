@@ -25,13 +25,23 @@ def _command() -> str:
     return shlex.join(["python", shown, *sys.argv[1:]])
 
 
-def _commit() -> str | None:
+def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
     try:
-        done = subprocess.run(["git", "-C", os.fspath(_REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=False)
+        return subprocess.run(["git", "-C", os.fspath(_REPO), *args], capture_output=True, text=True, timeout=10,
+                              check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _commit() -> str | None:
+    """HEAD, with "-dirty" where tracked files differ from it: a copy of a work tree with uncommitted changes
+    (or one carried to another machine beside an older .git) ran code that no commit holds."""
+    head = _git("rev-parse", "HEAD")
+    if head is None or head.returncode != 0 or not head.stdout.strip():
+        return None
+    diff = _git("diff", "--quiet", "HEAD", "--")
+    dirty = diff is not None and diff.returncode == 1
+    return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def emit_json(report: dict[str, Any], out: str | None) -> None:

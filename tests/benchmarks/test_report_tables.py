@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,26 @@ def test_a_report_records_its_command_and_commit(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["command"].startswith("python ")
     assert "commit" in report
+
+
+def test_a_report_from_a_changed_tree_names_its_commit_dirty(tmp_path: Path) -> None:
+    """Code that differs from HEAD is no commit's: the report says so instead of naming HEAD alone."""
+    device = tmp_path / "benchmarks" / "device"
+    device.mkdir(parents=True)
+    shutil.copy(REPO / "benchmarks" / "device" / "_report.py", device)
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "c"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+    def commit_recorded() -> str:
+        out = tmp_path / "r.json"
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); import _report; "
+                "_report.emit_json({'benchmark': 'x'}, sys.argv[2])")
+        subprocess.run([sys.executable, "-c", code, str(device), str(out)], check=True, capture_output=True)
+        return json.loads(out.read_text())["commit"]
+
+    assert commit_recorded() == head
+    (device / "_report.py").write_text((device / "_report.py").read_text() + "\n# changed\n")
+    assert commit_recorded() == f"{head}-dirty"
