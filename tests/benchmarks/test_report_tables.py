@@ -74,13 +74,16 @@ def test_a_known_result_with_other_fields_names_the_file_and_the_entry(tmp_path:
         report_tables.render_block(tmp_path)
 
 
-def test_a_report_records_its_command_and_commit(tmp_path: Path) -> None:
-    out = tmp_path / "r.json"
+def emitted_report(device: Path, out: Path) -> dict:
+    """The report `_report.emit_json` writes for a bare benchmark, run from the `benchmarks/device` folder `device`."""
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import _report; "
             "_report.emit_json({'benchmark': 'x'}, sys.argv[2])")
-    subprocess.run([sys.executable, "-c", code, str(REPO / "benchmarks" / "device"), str(out)], check=True,
-                   capture_output=True)
-    report = json.loads(out.read_text())
+    subprocess.run([sys.executable, "-c", code, str(device), str(out)], check=True, capture_output=True)
+    return json.loads(out.read_text())
+
+
+def test_a_report_records_its_command_and_commit(tmp_path: Path) -> None:
+    report = emitted_report(REPO / "benchmarks" / "device", tmp_path / "r.json")
     assert report["command"].startswith("python ")
     assert "commit" in report
 
@@ -96,13 +99,6 @@ def test_a_report_from_a_changed_tree_names_its_commit_dirty(tmp_path: Path) -> 
     subprocess.run([*git, "commit", "-q", "-m", "c"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
 
-    def commit_recorded() -> str:
-        out = tmp_path / "r.json"
-        code = ("import sys; sys.path.insert(0, sys.argv[1]); import _report; "
-                "_report.emit_json({'benchmark': 'x'}, sys.argv[2])")
-        subprocess.run([sys.executable, "-c", code, str(device), str(out)], check=True, capture_output=True)
-        return json.loads(out.read_text())["commit"]
-
-    assert commit_recorded() == head
+    assert emitted_report(device, tmp_path / "r.json")["commit"] == head
     (device / "_report.py").write_text((device / "_report.py").read_text() + "\n# changed\n")
-    assert commit_recorded() == f"{head}-dirty"
+    assert emitted_report(device, tmp_path / "r.json")["commit"] == f"{head}-dirty"
