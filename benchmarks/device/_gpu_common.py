@@ -72,15 +72,22 @@ def event_timer(device: str, fn: Callable[[], object], inner: int) -> Callable[[
     return time_once
 
 
+def take_turns(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Per side (the key), what its measure returned in each of `rounds` rounds.  The sides take turns
+    round by round, so a drift of the machine's speed (clocks, a shared host) reaches them alike, and
+    which goes first alternates: a side that always ran right after the other would always find the
+    processor's caches and the GPU as the other left them."""
+    times: dict[str, list[float]] = {side: [] for side in measures}
+    order = list(measures.items())
+    for i in range(rounds):
+        for side, measure in order if i % 2 == 0 else order[::-1]:
+            times[side].append(measure())
+    return times
+
+
 def median_ms(timers: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
-    """Per side (the key), the median over `repeats` of what its timer returns.  The sides take
-    turns, repeat by repeat, so a drift of the machine's speed (clocks, a shared host) affects them
-    alike."""
-    times: dict[str, list[float]] = {side: [] for side in timers}
-    for _ in range(repeats):
-        for side, timer in timers.items():
-            times[side].append(timer())
-    return {side: statistics.median(t) for side, t in times.items()}
+    """Per side (the key), the median over `repeats` turns (take_turns) of what its timer returns."""
+    return {side: statistics.median(t) for side, t in take_turns(timers, repeats).items()}
 
 
 class ScriptChild:

@@ -3,7 +3,7 @@
 The model, batch, bf16 autocast and AdamW are gpu_transformer.py's; the model is
 wrapped in `torch.compile` (inductor, default mode: no CUDA graphs on either side,
 since flagos runs without them), the optimizer step stays eager.  Three trainers
-take turns step by step after the warm-up (all processes pinned to the same two
+take turns step by step after the warm-up, the order reversed every other step (all processes pinned to the same two
 cores): native compiled (the reference interpreter, `--reference-python`; see
 _gpu_common.py), flagos compiled (this process) and flagos eager (a child of this
 interpreter, so that each side's peak memory is its own model's).  Reported: the
@@ -28,7 +28,7 @@ import sys
 import tempfile
 
 import torch
-from _gpu_common import emit, parser, reference_python, require_flagos, share_cores
+from _gpu_common import emit, parser, reference_python, require_flagos, share_cores, take_turns
 from gpu_transformer import (BATCH, D_MODEL, FF, HEADS, LAYERS, SEQ, ChildTrainer, NativeTrainer, Trainer, serve_trainer,
                              summary)
 
@@ -77,17 +77,11 @@ def main() -> int:
     try:
         first = {"native": native.step(), "flagos": compiled.step()}
         eager.step()
-        for _ in range(args.warmup - 1):
-            native.step()
-            compiled.step()
-            eager.step()
+        sides = {"native_compiled": native.step, "flagos_compiled": compiled.step, "flagos_eager": eager.step}
+        take_turns(sides, args.warmup - 1)
         for trainer in (native, compiled, eager):
             trainer.reset_peak()
-        times: dict[str, list[float]] = {"native_compiled": [], "flagos_compiled": [], "flagos_eager": []}
-        for _ in range(args.steps):
-            times["native_compiled"].append(native.step())
-            times["flagos_compiled"].append(compiled.step())
-            times["flagos_eager"].append(eager.step())
+        times = take_turns(sides, args.steps)
         results = {"native_compiled": summary(times["native_compiled"], native.stats()),
                    "flagos_compiled": summary(times["flagos_compiled"], compiled.stats()),
                    "flagos_eager": summary(times["flagos_eager"], eager.stats())}

@@ -17,7 +17,8 @@ import time
 
 import torch
 import torch.distributed as dist
-from _gpu_common import NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores
+from _gpu_common import (NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores,
+                         take_turns)
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -73,13 +74,9 @@ def main() -> int:
                          "--depth", str(args.depth), "--batch", str(args.batch))
     try:
         flagos = DDPTrainer("flagos", None, *shape)
-        times: dict[str, list[float]] = {"native": [], "flagos": []}
-        for i in range(args.warmup + args.steps):
-            order = [("native", lambda: native.ask("step")), ("flagos", flagos.step)]
-            for side, step in order if i % 2 == 0 else order[::-1]:
-                ms = step()["ms"]
-                if i >= args.warmup:
-                    times[side].append(ms)
+        sides = {"native": lambda: native.ask("step")["ms"], "flagos": lambda: flagos.step()["ms"]}
+        take_turns(sides, args.warmup)
+        times = take_turns(sides, args.steps)
         native_stats, native_env = native.ask("stats"), native.ask("environment")
     finally:
         native.close()

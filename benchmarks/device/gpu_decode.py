@@ -15,7 +15,8 @@ greedily.  Three ways of running the same decode loop:
   flagos the number of graph replays, so that a figure without graphs on either side shows as such.
 
 flagos runs here, native cuda in the reference interpreter (`--reference-python`, _gpu_common.py says why),
-both pinned to the same two cores; the two take turns, one whole generation each, `--runs` times per mode.
+both pinned to the same two cores; the two take turns, one whole generation each, `--runs` times per mode,
+which goes first alternating.
 Reported per mode: the median tokens/s of each side, the median of the per-pair ratios, and how many of the
 64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
 >= 2x flagos eager; compiled has no goal of its own yet.
@@ -34,7 +35,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from _gpu_common import NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores
+from _gpu_common import (NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores,
+                         take_turns)
 
 LAYERS, HIDDEN, HEADS, FF, VOCAB = 8, 1024, 16, 2816, 32000
 PROMPT, NEW = 32, 64
@@ -220,12 +222,10 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def compare(mode: str, native: Any, flagos: Decoder, runs: int) -> dict[str, Any]:
-    native_runs, flagos_runs = [], []
     native_run(native, mode)  # warm-up: for graph the capture, for compiled the compile and the captures
     flagos.run(mode)
-    for _ in range(runs):
-        native_runs.append(native_run(native, mode))
-        flagos_runs.append(flagos.run(mode))
+    done = take_turns({"native": lambda: native_run(native, mode), "flagos": lambda: flagos.run(mode)}, runs)
+    native_runs, flagos_runs = done["native"], done["flagos"]
     ratios = [f["tokens_per_s"] / n["tokens_per_s"] for n, f in zip(native_runs, flagos_runs)]
     same = sum(a == b for a, b in zip(native_runs[-1]["tokens"], flagos_runs[-1]["tokens"]))
     return {"native": summary(native_runs), "flagos": summary(flagos_runs),

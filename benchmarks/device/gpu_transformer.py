@@ -1,10 +1,10 @@
 """Training step of a 12-layer nn.TransformerEncoder on the GPU: flagos against native cuda.
 
 d_model 1024, 16 heads, feed-forward 4096, batch 8 x 512 tokens, bf16 autocast,
-AdamW.  The two models train side by side, one step each in turn (after 3
-warm-up steps each), both processes pinned to the same two cores, so that the
-GPU machine's speed -- which drifts by up to 2x between minutes -- is the same
-for both within each pair of steps.  Reported: the median step time and
+AdamW.  The two models train side by side, one step each in turn, which goes
+first alternating (after 3 warm-up steps each), both processes pinned to the same
+two cores, so that the GPU machine's speed -- which drifts by up to 2x between
+minutes -- is the same for both within each pair of steps.  Reported: the median step time and
 tokens/s of each over `--steps` steps, the median of the per-pair throughput
 ratios, and each run's peak memory.  Goals: flagos >= 0.97 of native tokens/s
 (over five runs: their median, and no run below 0.95), peak memory <= 1.02 of native.
@@ -14,10 +14,13 @@ Python with a CUDA build of torch; _gpu_common.py says why), which never registe
 flagos.  The parent asks it for one step at a time over a pipe.  With
 `--flagos-in-child` the flagos model lives in a child process too (this
 interpreter, flagos registered), so that both sides run in the same role: a
-child started the same way, driven over the same kind of pipe.
+child started the same way, driven over the same kind of pipe.  `--calibrate`
+measures the harness itself: a second native child takes flagos's place, so the
+ratios show what the alternation, the pipes and the machine's drift alone make of
+two identical sides.
 
     python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 30] [--reference-python PY]
-        [--flagos-in-child]
+        [--flagos-in-child | --calibrate]
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Callable
 
 import torch
 from _gpu_common import (NativeChild, ScriptChild, device_api, emit, parser, reference_python, require_flagos, serve,
-                         share_cores)
+                         share_cores, take_turns)
 
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
 
@@ -133,8 +136,12 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--flagos-in-child", action="store_true", help="train the flagos model in a child process, "
                    "as the native one")
+    p.add_argument("--calibrate", action="store_true", help="a second native child in flagos's place: the ratios "
+                   "of two identical sides")
     p.add_argument("--flagos-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.calibrate and args.flagos_in_child:
+        p.error("--calibrate puts a native child in flagos's place: it takes no --flagos-in-child")
     if args.native_child:
         serve_trainer(Trainer("cuda"))
         return 0
@@ -144,18 +151,19 @@ def main() -> int:
         return 0
     cores = share_cores()
     native = NativeTrainer(reference_python(args.reference_python), __file__)
-    flagos: Trainer | ChildTrainer = (ChildTrainer([sys.executable, __file__, "--flagos-child"], dict(os.environ))
-                                      if args.flagos_in_child else Trainer("flagos"))
+    flagos: Trainer | ChildTrainer
+    if args.calibrate:
+        flagos = NativeTrainer(reference_python(args.reference_python), __file__)
+    elif args.flagos_in_child:
+        flagos = ChildTrainer([sys.executable, __file__, "--flagos-child"], dict(os.environ))
+    else:
+        flagos = Trainer("flagos")
     try:
-        for _ in range(args.warmup):
-            native.step()
-            flagos.step()
+        take_turns({"native": native.step, "flagos": flagos.step}, args.warmup)
         native.reset_peak()
         flagos.reset_peak()
-        native_ms, flagos_ms = [], []
-        for _ in range(args.steps):
-            native_ms.append(native.step())
-            flagos_ms.append(flagos.step())
+        times = take_turns({"native": native.step, "flagos": flagos.step}, args.steps)
+        native_ms, flagos_ms = times["native"], times["flagos"]
         native_result, flagos_result = summary(native_ms, native.stats()), summary(flagos_ms, flagos.stats())
         native_env = native.ask("environment")
     finally:
@@ -166,13 +174,17 @@ def main() -> int:
         "benchmark": "gpu_transformer",
         "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
                    "autocast": "bfloat16", "optimizer": "AdamW", "steps": args.steps, "warmup": args.warmup,
-                   "cores": cores, "flagos_process": "child" if args.flagos_in_child else "benchmark"},
+                   "cores": cores, "first": "alternating",
+                   "flagos_process": ("native child (calibration)" if args.calibrate else
+                                      "child" if args.flagos_in_child else "benchmark")},
         "native": native_result, "flagos": flagos_result,
         "steps_ms": {"native": [round(t, 2) for t in native_ms], "flagos": [round(t, 2) for t in flagos_ms]},
         "throughput_ratio": round(flagos_result["tokens_per_s"] / native_result["tokens_per_s"], 4),
         "median_pair_ratio": round(statistics.median(n / f for n, f in zip(native_ms, flagos_ms)), 4),
         "peak_memory_ratio": round(flagos_result["peak_memory_mib"] / native_result["peak_memory_mib"], 4),
-        "goals": {"min_throughput_ratio": 0.97, "min_throughput_ratio_any_run": 0.95, "max_peak_memory_ratio": 1.02},
+        # two native sides have no goal to meet: their ratios are the harness's own spread
+        **({} if args.calibrate else {"goals": {"min_throughput_ratio": 0.97, "min_throughput_ratio_any_run": 0.95,
+                                                "max_peak_memory_ratio": 1.02}}),
     }, args.out, native_env)
 
 

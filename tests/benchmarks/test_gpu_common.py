@@ -47,8 +47,20 @@ def test_the_sides_take_turns_and_medians_are_per_side() -> None:
 
     ms = common.median_ms({"cuda": timer("cuda", [1.0, 9.0, 2.0]), "flagos": timer("flagos", [4.0, 3.0, 5.0])},
                           repeats=3)
-    assert order == ["cuda", "flagos"] * 3
+    assert order == ["cuda", "flagos", "flagos", "cuda", "cuda", "flagos"]
     assert ms == {"cuda": 2.0, "flagos": 4.0}
+
+
+def test_take_turns_keeps_each_sides_rounds_in_order_whoever_went_first() -> None:
+    calls: list[str] = []
+    counters = {"native": iter(range(10)), "flagos": iter(range(10, 20))}
+
+    def measure(side: str):  # noqa: ANN202
+        return lambda: (calls.append(side), float(next(counters[side])))[1]
+
+    times = common.take_turns({"native": measure("native"), "flagos": measure("flagos")}, rounds=4)
+    assert calls == ["native", "flagos", "flagos", "native"] * 2
+    assert times == {"native": [0.0, 1.0, 2.0, 3.0], "flagos": [10.0, 11.0, 12.0, 13.0]}
 
 
 def test_without_a_cuda_build_the_reference_must_be_given(capsys: pytest.CaptureFixture[str]) -> None:
