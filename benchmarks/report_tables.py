@@ -117,7 +117,8 @@ def _gpu_matmul(r: Report) -> Lines:
 
 def _step_config(c: Report) -> str:
     return (f"{c['layers']}-layer TransformerEncoder (d_model {c['d_model']}, {c['heads']} heads, ff {c['ff']}), "
-            f"batch {c['batch']} × {c['seq']}, {c['autocast']} autocast, {c['optimizer']}, {c['steps']} steps.")
+            f"batch {c['batch']} × {c['seq']}, {c['autocast']} autocast, {c['optimizer']}, {c['steps']} steps"
+            + (f", {c['turn_steps']} per side per turn." if c.get("turn_steps", 1) > 1 else "."))
 
 
 def _goals(goals: Report) -> Lines:

@@ -72,16 +72,16 @@ def event_timer(device: str, fn: Callable[[], object], inner: int) -> Callable[[
     return time_once
 
 
-def take_turns(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
-    """Per side (the key), what its measure returned in each of `rounds` rounds.  The sides take turns
-    round by round, so a drift of the machine's speed (clocks, a shared host) reaches them alike, and
-    which goes first alternates: a side that always ran right after the other would always find the
-    processor's caches and the GPU as the other left them."""
+def take_turns(measures: dict[str, Callable[[], float]], rounds: int, per_turn: int = 1) -> dict[str, list[float]]:
+    """Per side (the key), what its measure returned, `per_turn` times in each of `rounds` rounds.  The
+    sides take turns round by round, so a drift of the machine's speed (clocks, a shared host) reaches them
+    alike, and which goes first alternates: a side that always ran right after the other would always find
+    the processor's caches and the GPU as the other left them."""
     times: dict[str, list[float]] = {side: [] for side in measures}
     order = list(measures.items())
     for i in range(rounds):
         for side, measure in order if i % 2 == 0 else order[::-1]:
-            times[side].append(measure())
+            times[side].extend(measure() for _ in range(per_turn))
     return times
 
 

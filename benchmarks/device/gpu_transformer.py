@@ -17,10 +17,12 @@ interpreter, flagos registered), so that both sides run in the same role: a
 child started the same way, driven over the same kind of pipe.  `--calibrate`
 measures the harness itself: a second native child takes flagos's place, so the
 ratios show what the alternation, the pipes and the machine's drift alone make of
-two identical sides.
+two identical sides.  `--turn-steps K` gives each side K steps per turn: the
+difference between K = 1 and a long K is what each side loses to finding the
+processor's caches as the other side left them.
 
     python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 30] [--reference-python PY]
-        [--flagos-in-child | --calibrate]
+        [--flagos-in-child | --calibrate] [--turn-steps 1]
 """
 
 from __future__ import annotations
@@ -138,10 +140,14 @@ def main() -> int:
                    "as the native one")
     p.add_argument("--calibrate", action="store_true", help="a second native child in flagos's place: the ratios "
                    "of two identical sides")
+    p.add_argument("--turn-steps", type=int, default=1, help="steps per side per turn (--steps is rounded down "
+                   "to a multiple)")
     p.add_argument("--flagos-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.calibrate and args.flagos_in_child:
         p.error("--calibrate puts a native child in flagos's place: it takes no --flagos-in-child")
+    if not 1 <= args.turn_steps <= args.steps:
+        p.error(f"--turn-steps {args.turn_steps}: give 1 to --steps ({args.steps}) steps per turn")
     if args.native_child:
         serve_trainer(Trainer("cuda"))
         return 0
@@ -162,7 +168,8 @@ def main() -> int:
         take_turns({"native": native.step, "flagos": flagos.step}, args.warmup)
         native.reset_peak()
         flagos.reset_peak()
-        times = take_turns({"native": native.step, "flagos": flagos.step}, args.steps)
+        times = take_turns({"native": native.step, "flagos": flagos.step}, args.steps // args.turn_steps,
+                           args.turn_steps)
         native_ms, flagos_ms = times["native"], times["flagos"]
         native_result, flagos_result = summary(native_ms, native.stats()), summary(flagos_ms, flagos.stats())
         native_env = native.ask("environment")
@@ -173,8 +180,8 @@ def main() -> int:
     return emit({
         "benchmark": "gpu_transformer",
         "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
-                   "autocast": "bfloat16", "optimizer": "AdamW", "steps": args.steps, "warmup": args.warmup,
-                   "cores": cores, "first": "alternating",
+                   "autocast": "bfloat16", "optimizer": "AdamW", "steps": len(native_ms), "warmup": args.warmup,
+                   "cores": cores, "first": "alternating", "turn_steps": args.turn_steps,
                    "flagos_process": ("native child (calibration)" if args.calibrate else
                                       "child" if args.flagos_in_child else "benchmark")},
         "native": native_result, "flagos": flagos_result,

@@ -61,6 +61,10 @@ def test_take_turns_keeps_each_sides_rounds_in_order_whoever_went_first() -> Non
     times = common.take_turns({"native": measure("native"), "flagos": measure("flagos")}, rounds=4)
     assert calls == ["native", "flagos", "flagos", "native"] * 2
     assert times == {"native": [0.0, 1.0, 2.0, 3.0], "flagos": [10.0, 11.0, 12.0, 13.0]}
+    calls.clear()
+    times = common.take_turns({"native": measure("native"), "flagos": measure("flagos")}, rounds=2, per_turn=3)
+    assert calls == ["native"] * 3 + ["flagos"] * 6 + ["native"] * 3
+    assert times == {"native": [4.0, 5.0, 6.0, 7.0, 8.0, 9.0], "flagos": [14.0, 15.0, 16.0, 17.0, 18.0, 19.0]}
 
 
 def test_without_a_cuda_build_the_reference_must_be_given(capsys: pytest.CaptureFixture[str]) -> None:
