@@ -21,7 +21,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from _report import emit_json
@@ -30,6 +30,8 @@ from _report import emit_json
 # flagos never registered there, and no PYTHONPATH of the checked environment's.
 sys.path.append(str(Path(__file__).resolve().parents[2] / "tests" / "gpu"))
 from reference import child_env  # noqa: E402
+
+T = TypeVar("T")
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -72,12 +74,12 @@ def event_timer(device: str, fn: Callable[[], object], inner: int) -> Callable[[
     return time_once
 
 
-def take_turns(measures: dict[str, Callable[[], float]], rounds: int, per_turn: int = 1) -> dict[str, list[float]]:
+def take_turns(measures: dict[str, Callable[[], T]], rounds: int, per_turn: int = 1) -> dict[str, list[T]]:
     """Per side (the key), what its measure returned, `per_turn` times in each of `rounds` rounds.  The
     sides take turns round by round, so a drift of the machine's speed (clocks, a shared host) reaches them
     alike, and which goes first alternates: a side that always ran right after the other would always find
     the processor's caches and the GPU as the other left them."""
-    times: dict[str, list[float]] = {side: [] for side in measures}
+    times: dict[str, list[T]] = {side: [] for side in measures}
     order = list(measures.items())
     for i in range(rounds):
         for side, measure in order if i % 2 == 0 else order[::-1]:

@@ -112,19 +112,14 @@ class NativeTrainer(ChildTrainer, NativeChild):
 
 def alternate_profiles(native: ChildTrainer, flagos: Trainer, rounds: int,
                        profile_flagos: Callable[[], dict]) -> tuple[list[dict], list[dict]]:
-    """3 warm-up steps each, then `rounds` times the child's "profile" command and `profile_flagos()` in turn;
-    closes the child.  The two lists of reports, native first."""
+    """3 warm-up steps each, then `rounds` times the child's "profile" command and `profile_flagos()` in turn
+    (take_turns); closes the child.  The two lists of reports, native first."""
     try:
-        for _ in range(3):
-            native.step()
-            flagos.step()
-        native_rounds, flagos_rounds = [], []
-        for _ in range(rounds):
-            native_rounds.append(native.ask("profile"))
-            flagos_rounds.append(profile_flagos())
+        take_turns({"native": native.step, "flagos": flagos.step}, 3)
+        done = take_turns({"native": lambda: native.ask("profile"), "flagos": profile_flagos}, rounds)
     finally:
         native.close()
-    return native_rounds, flagos_rounds
+    return done["native"], done["flagos"]
 
 
 def summary(times_ms: list[float], stats: dict[str, float]) -> dict[str, float]:
