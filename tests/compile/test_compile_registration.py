@@ -187,3 +187,30 @@ def test_online_softmax_is_granted_to_flagos_graphs_where_kernels_are_triton(tmp
               post_grad.prepare_softmax_extra_check(Match(None, None, kwargs={{"x": y}})))
     """, tmp_path, env={"PYTHONWARNINGS": "ignore::DeprecationWarning"})
     assert out.split()[-2:] == [str(granted), "False"]
+
+
+@pytest.mark.parametrize(("compile_backend", "granted"), [("triton", True), ("cpp", False)])
+def test_the_static_launcher_takes_flagos_kernels_where_they_are_triton(tmp_path: Path, compile_backend: str,
+                                                                       granted: bool) -> None:
+    # Inductor launches Triton kernels through its own C++ launcher only for the device types it names; torch_fl
+    # presents a flagos kernel as CUDA's where flagos's kernels are Triton's.  Inductor's own check runs here:
+    # with the C++ wrapper on it refuses every kernel, and the reason it gives shows whether it got past the
+    # device type (a real kernel is launched on the GPU, by tests/gpu/test_compile_cuda.py's compiled graphs).
+    out = _run(f"""
+        import torch, torch_fl
+        torch_fl._build_config.COMPILE = {compile_backend!r}
+        from torch._inductor import config
+        from torch._inductor.runtime import triton_heuristics as heuristics
+        config.cpp_wrapper = True
+        config.strict_static_triton_launcher = True
+        for device_type in ("flagos", "cpu"):
+            try:
+                heuristics.StaticTritonCompileResult.can_statically_launch(
+                    None, {{}}, {{"device_type": device_type, "device": 0}}, heuristics.HeuristicType.POINTWISE)
+            except heuristics.CannotStaticallyLaunchKernel as refusal:
+                print(str(refusal).replace(" ", "_"))
+        print(heuristics.GPU_KERNEL_BIN_EXTS.get("flagos"))
+    """, tmp_path, env={"PYTHONWARNINGS": "ignore::DeprecationWarning"})
+    device_refusal = "Non-cuda/XPU/ROCm_device"
+    expected = ["Cpp_wrapper_enabled", device_refusal, ".cubin"] if granted else [device_refusal, device_refusal, "None"]
+    assert out.split()[-3:] == expected

@@ -13,7 +13,16 @@ them although their kernels are the same Triton kernels on the same GPU:
   activations (``_is_gpu_triton_backend`` in ``scheduler.py``, where the torch release has that helper;
   releases that write the check inline in ``MixOrderReduction.can_fuse`` keep it off for flagos).
 
-Both are extended here by wrapping the named check: for a flagos graph it answers as it would for
+A third is not an optimisation of the kernels but of their launch: inductor launches a compiled Triton
+kernel through its own C++ launcher (``StaticCudaLauncher``, ``config.use_static_cuda_launcher``, on by
+default) only where the kernel's device type is "cuda", "xpu" or "hip"
+(``StaticTritonCompileResult.can_statically_launch`` in ``runtime/triton_heuristics.py``); other kernels go
+through Triton's own launcher, which costs a few microseconds more per launch, hundreds of times per
+compiled training step.  The C++ launcher reads each tensor argument's ``data_ptr()`` and launches on the
+stream it is given, so a flagos kernel's CUDA pointers and flagos's current stream (the CUDA stream) serve
+it as they serve Triton's.
+
+All three are extended here by wrapping the named check: for a flagos graph it answers as it would for
 ``cuda`` when flagos's kernel backend is Triton, and otherwise the original answers.  The rest of
 inductor's ``"cuda"`` checks are options that are off by default (native Triton matmul, TMA descriptors,
 PDL), apply only to ``max-autotune``'s GEMM templates, or choose numerics (fused multiply-add in
@@ -69,8 +78,30 @@ def _mix_order_reduction(scheduler: ModuleType) -> None:
     inductor_names.replace(scheduler, "_is_gpu_triton_backend", is_gpu_triton_backend)
 
 
+def _static_launcher(heuristics: ModuleType) -> None:
+    from torch._inductor import config
+
+    result = getattr(heuristics, "StaticTritonCompileResult", None)
+    original = getattr(result, "can_statically_launch", None)
+    if original is None:  # a torch release without inductor's own launcher
+        return
+
+    def can_statically_launch(kernel: Any, inductor_meta: Any, triton_meta: dict[str, Any], heuristic_type: Any) -> Any:
+        if triton_meta.get("device_type") == _DEVICE and _triton_kernels(config):
+            # Every check and the launcher's choice read the device type from here: a flagos kernel is CUDA's.
+            triton_meta = {**triton_meta, "device_type": "cuda"}
+        return original(kernel, inductor_meta, triton_meta, heuristic_type)
+
+    result.can_statically_launch = staticmethod(can_statically_launch)
+    # Where a cached graph's kernel is loaded again, its binary's file name comes from the graph's own device type.
+    extensions = getattr(heuristics, "GPU_KERNEL_BIN_EXTS", None)
+    if isinstance(extensions, dict) and "cuda" in extensions and _build_config.COMPILE == "triton":
+        extensions.setdefault(_DEVICE, extensions["cuda"])
+
+
 def grant() -> None:
-    """Wrap the two checks as their modules are imported.  On the host platform flagos graphs are CPU graphs
+    """Wrap the three checks as their modules are imported.  On the host platform flagos graphs are CPU graphs
     (C++ kernels): the wrapped checks then answer no for them, as the originals did."""
     post_import.after_import("torch._inductor.fx_passes.post_grad", _online_softmax)
     post_import.after_import("torch._inductor.scheduler", _mix_order_reduction)
+    post_import.after_import("torch._inductor.runtime.triton_heuristics", _static_launcher)
