@@ -116,24 +116,22 @@ def _gpu_matmul(r: Report) -> Lines:
 
 
 def _step_config(c: Report) -> str:
+    turns = f", {c['turn_steps']} per side per turn." if c.get("turn_steps", 1) > 1 else "."
+    calibration = (" Calibration: a second native child stands in the flagos row, so the ratios are the harness's"
+                   " own." if "calibration" in c.get("flagos_process", "") else "")
     return (f"{c['layers']}-layer TransformerEncoder (d_model {c['d_model']}, {c['heads']} heads, ff {c['ff']}), "
             f"batch {c['batch']} × {c['seq']}, {c['autocast']} autocast, {c['optimizer']}, {c['steps']} steps"
-            + (f", {c['turn_steps']} per side per turn." if c.get("turn_steps", 1) > 1 else "."))
+            + turns + calibration)
 
 
 def _goals(goals: Report) -> Lines:
     return _goal(", ".join(f"{k.replace('_', ' ')} {v}" for k, v in goals.items())) if goals else []
 
 
-def _calibration(c: Report) -> str:
-    return (" Calibration: a second native child stands in the flagos row, so the ratios are the harness's own."
-            if "calibration" in c.get("flagos_process", "") else "")
-
-
 def _gpu_transformer(r: Report) -> Lines:
     rows = [[side, r[side]["step_ms"], _n(r[side]["tokens_per_s"], 0), _n(r[side]["peak_memory_mib"], 0)]
             for side in ("native", "flagos")]
-    return [_step_config(r["config"]) + _calibration(r["config"]), "",
+    return [_step_config(r["config"]), "",
             *_table(["side", "step ms", "tokens/s", "peak MiB"], rows), "",
             f"Throughput ratio {_n(r['throughput_ratio'], 3)} (median of step pairs "
             f"{_n(r['median_pair_ratio'], 3)}); peak memory ratio {_n(r['peak_memory_ratio'], 3)}.",
@@ -146,7 +144,7 @@ def _gpu_transformer_runs(runs: list[Report]) -> Lines:
     rows.append(["median", _n(statistics.median(r["throughput_ratio"] for r in runs), 3),
                  _n(statistics.median(r["median_pair_ratio"] for r in runs), 3),
                  _n(statistics.median(r["peak_memory_ratio"] for r in runs), 3)])
-    return [_step_config(runs[0]["config"]) + _calibration(runs[0]["config"]), "",
+    return [_step_config(runs[0]["config"]), "",
             *_table(["run", "throughput ratio", "median of step pairs", "peak memory ratio"], rows)]
 
 

@@ -160,11 +160,11 @@ def main() -> int:
     else:
         flagos = Trainer("flagos")
     try:
-        take_turns({"native": native.step, "flagos": flagos.step}, args.warmup)
+        steps = {"native": native.step, "flagos": flagos.step}
+        take_turns(steps, args.warmup)
         native.reset_peak()
         flagos.reset_peak()
-        times = take_turns({"native": native.step, "flagos": flagos.step}, args.steps // args.turn_steps,
-                           args.turn_steps)
+        times = take_turns(steps, args.steps // args.turn_steps, args.turn_steps)
         native_ms, flagos_ms = times["native"], times["flagos"]
         native_result, flagos_result = summary(native_ms, native.stats()), summary(flagos_ms, flagos.stats())
         native_env = native.ask("environment")
