@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -52,10 +53,14 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         self.x = torch.randn(BATCH, SEQ, D_MODEL, device=device)
         self.loss = float("nan")
+        # Per timed step, the process's CPU time (every thread: autograd's device thread too) and context
+        # switches: whether a slower side does more host work, or waits, or is preempted.
+        self.usage: list[tuple[float, int, int]] = []
 
     def step(self, mark: Callable[[], None] = lambda: None) -> float:
         """One training step; `mark` is called after the forward and after the backward phase."""
         self.api.synchronize()
+        before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(self.device, dtype=torch.bfloat16):
@@ -66,6 +71,9 @@ class Trainer:
         self.optimizer.step()
         self.api.synchronize()
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        self.usage.append(((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000,
+                           after.ru_nvcsw - before.ru_nvcsw, after.ru_nivcsw - before.ru_nivcsw))
         self.loss = loss.item()
         return elapsed * 1000
 
@@ -81,10 +89,15 @@ class Trainer:
     def reset_peak(self) -> None:
         self.api.synchronize()
         self.api.reset_peak_memory_stats()
+        self.usage.clear()
 
     def stats(self) -> dict[str, float]:
+        cpu_ms, voluntary, involuntary = zip(*self.usage) if self.usage else ((0.0,), (0,), (0,))
         return {"peak_memory_mib": round(self.api.max_memory_allocated() / 2**20, 1),
-                "last_loss": round(self.loss, 5)}
+                "last_loss": round(self.loss, 5),
+                "cpu_ms_per_step": round(statistics.median(cpu_ms), 2),
+                "voluntary_switches_per_step": statistics.median(voluntary),
+                "involuntary_switches_per_step": statistics.median(involuntary)}
 
 
 def serve_trainer(trainer: Trainer, extra: dict[str, Callable[..., dict]] | None = None, native: bool = True) -> None:
