@@ -40,6 +40,7 @@ def cases(device: str) -> dict[str, Callable[[], object]]:
     table, ids = rand(4096, HIDDEN), torch.tensor([[7]], device=device)
     cache, position, one = rand(1, HEADS, CACHE, HIDDEN // HEADS), torch.tensor([5], device=device), q.clone()
     small = rand(32, 32, dtype=torch.float32)
+    out = rand(1, HIDDEN)  # the out= buffer of mm_out, as inductor's extern mm calls write one
     variants: dict[str, Callable[[], object]] = {}
     if device == "flagos" and torch.version.cuda:
         # The same ops in this process on plain cuda tensors and on flagos's zero-copy cuda views of x and y:
@@ -47,12 +48,14 @@ def cases(device: str) -> dict[str, Callable[[], object]]:
         # kernel views cost the cuda kernel, the op minus "@view" what the flagos layer costs.
         from torch_fl import _C
 
-        for where, (a, b) in {"cuda": (x.cpu().cuda(), y.cpu().cuda()),
-                              "view": (_C._kernel_view(x), _C._kernel_view(y))}.items():
+        for where, (a, b, m, o) in {"cuda": (x.cpu().cuda(), y.cpu().cuda(), w.cpu().cuda(), out.cpu().cuda()),
+                                    "view": tuple(_C._kernel_view(t) for t in (x, y, w, out))}.items():
             variants.update({f"add@{where}": lambda a=a, b=b: a + b, f"neg@{where}": lambda a=a: -a,
                              f"mul_@{where}": lambda a=a: a.mul_(1.0),
                              f"softmax@{where}": lambda a=a: torch.softmax(a, dim=-1),
-                             f"mean@{where}": lambda a=a: a.mean(-1, keepdim=True)})
+                             f"mean@{where}": lambda a=a: a.mean(-1, keepdim=True),
+                             f"linear@{where}": lambda a=a, m=m: F.linear(a, m),
+                             f"mm_out@{where}": lambda a=a, m=m, o=o: torch.mm(a.view(1, HIDDEN), m.t(), out=o)})
     return variants | {
         "add": lambda: x + y,
         "add_scalar": lambda: x + 1,
@@ -65,6 +68,7 @@ def cases(device: str) -> dict[str, Callable[[], object]]:
         "to_float": lambda: x.float(),
         "silu": lambda: F.silu(x),
         "linear": lambda: F.linear(x, w),
+        "mm_out": lambda: torch.mm(x.view(1, HIDDEN), w.t(), out=out),
         "matmul_fp32_32": lambda: small @ small,
         "view": lambda: x.view(1, 1, HEADS, HIDDEN // HEADS),
         "transpose": lambda: q.transpose(1, 2),
