@@ -117,6 +117,8 @@ def _gpu_matmul(r: Report) -> Lines:
 
 def _step_config(c: Report) -> str:
     turns = f", {c['turn_steps']} per side per turn." if c.get("turn_steps", 1) > 1 else "."
+    if c.get("warmup", 3) != 3:
+        turns = turns[:-1] + f", after {c['warmup']} warm-up steps each."
     calibration = (" Calibration: a second native child stands in the flagos row, so the ratios are the harness's"
                    " own." if "calibration" in c.get("flagos_process", "") else "")
     return (f"{c['layers']}-layer TransformerEncoder (d_model {c['d_model']}, {c['heads']} heads, ff {c['ff']}), "
@@ -135,7 +137,16 @@ def _gpu_transformer(r: Report) -> Lines:
             *_table(["side", "step ms", "tokens/s", "peak MiB"], rows), "",
             f"Throughput ratio {_n(r['throughput_ratio'], 3)} (median of step pairs "
             f"{_n(r['median_pair_ratio'], 3)}); peak memory ratio {_n(r['peak_memory_ratio'], 3)}.",
-            *_goals(r.get("goals", {}))]
+            *_step_usage(r), *_goals(r.get("goals", {}))]
+
+
+def _step_usage(r: Report) -> Lines:
+    """Each side's CPU time and involuntary context switches per step, where the file records them."""
+    if "cpu_ms_per_step" not in r["native"]:
+        return []
+    return [f"CPU time per step, every thread: native {r['native']['cpu_ms_per_step']} ms, flagos "
+            f"{r['flagos']['cpu_ms_per_step']} ms; involuntary context switches per step: "
+            f"{r['native']['involuntary_switches_per_step']} and {r['flagos']['involuntary_switches_per_step']}."]
 
 
 def _gpu_transformer_runs(runs: list[Report]) -> Lines:
