@@ -39,6 +39,19 @@ def _shard(spec: str) -> tuple[int, int]:
     return int(k), int(n)
 
 
+def _longest_first(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (ci/test: `-n auto --dist loadfile`, a file's tests on one worker, in their order),
+    the files that compile C/C++ (plugin builds of minutes) and then the other slow ones are handed out
+    first: the longest work starts at once and the rest fills the other workers around it, instead of one
+    build starting when everything else is done."""
+    def file_of(item: pytest.Item) -> str:
+        return item.nodeid.partition("::")[0]
+
+    compiling = {file_of(item) for item in items if item.get_closest_marker("compile") is not None}
+    slow = {file_of(item) for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: (file_of(item) not in compiling, file_of(item) not in slow))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     spec = config.getoption("--shard")
     if spec:
@@ -46,6 +59,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kept = [item for i, item in enumerate(items) if i % n == k]
         config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % n != k])
         items[:] = kept
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: it collects, the controller hands out
+        _longest_first(items)
     cuda_assets = os.environ.get("FLAGOS_TEST_CUDA_ASSETS") == "1"
     gpu = None
     for item in items:

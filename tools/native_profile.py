@@ -8,7 +8,8 @@ native CUDA does not.
 
     python tools/native_profile.py record DEVICE STEPS OUT.prof [--forward]   # the training step of
         benchmarks/device/gpu_transformer.py on DEVICE (flagos or cuda), profiled over STEPS steps;
-        --forward: its forward pass alone, under torch.no_grad (no autograd engine, one thread)
+        --forward: its forward pass alone, under torch.no_grad (no autograd engine, one thread);
+        --small-op OP: instead, STEPS thousand calls of one of benchmarks/device/gpu_small_ops.py's ops
     python tools/native_profile.py compare A.prof UNITS_A B.prof UNITS_B [--top N]
 
 `record` needs gperftools' profiler library: GPERF_LIB=path/to/libprofiler.so (Debian's
@@ -45,6 +46,8 @@ import re
 import struct
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -216,9 +219,36 @@ def compare(a: Path, units_a: float, b: Path, units_b: float, top: int) -> str:
     return "\n".join(lines)
 
 
-def record(device: str, steps: int, out: Path, forward: bool = False) -> None:
+def _small_op_calls(device: str, name: str) -> Callable[[], float]:
+    """A thousand calls of gpu_small_ops' op `name` on `device`, 1024 elements, timed in ms (units of 1000
+    calls: compare then prints microseconds per thousand calls, nanoseconds per call)."""
+    import torch
+    from gpu_small_ops import OPS
+
+    op = OPS[name]
+    a, b = torch.randn(1024, device=device), torch.randn(1024, device=device)
+
+    def thousand() -> float:
+        start = time.perf_counter()
+        for _ in range(1000):
+            op(a, b)
+        torch.accelerator.synchronize()
+        return (time.perf_counter() - start) * 1e3
+
+    return thousand
+
+
+def record(device: str, steps: int, out: Path, forward: bool = False, small_op: str | None = None) -> None:
     """Profiles `steps` training steps of gpu_transformer's model on `device` (`forward`: its forward pass
-    alone, under torch.no_grad), after five untimed ones."""
+    alone, under torch.no_grad; `small_op`: `steps` thousand calls of that small op), after five untimed
+    ones."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "device"))
+    if small_op is not None:
+        from gpu_small_ops import OPS
+
+        if small_op not in OPS:
+            raise UnusableInput(f"--small-op {small_op}: not an op of benchmarks/device/gpu_small_ops.py — give "
+                                f"one of {', '.join(OPS)}")
     library = os.environ.get("GPERF_LIB")
     if not library:
         raise UnusableInput("GPERF_LIB is not set — point it at gperftools' libprofiler.so")
@@ -227,22 +257,24 @@ def record(device: str, steps: int, out: Path, forward: bool = False) -> None:
     except OSError as exc:
         raise UnusableInput(f"GPERF_LIB={library}: cannot load it ({exc}) — give gperftools' libprofiler.so, "
                             "with its libunwind on LD_LIBRARY_PATH") from exc
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "device"))
     import torch
 
     if device == "flagos":
         import torch_fl  # noqa: F401
-    from gpu_transformer import Trainer
+    if small_op is not None:
+        step = _small_op_calls(device, small_op)
+    else:
+        from gpu_transformer import Trainer
 
-    trainer = Trainer(device)
-    step = trainer.forward if forward else trainer.step
+        trainer = Trainer(device)
+        step = trainer.forward if forward else trainer.step
     for _ in range(5):
         step()
     torch.accelerator.synchronize()
     profiler.ProfilerStart(str(out).encode())
     ms = sorted(step() for _ in range(steps))
     profiler.ProfilerStop()
-    what = "forward pass" if forward else "step"
+    what = f"thousand {small_op} calls" if small_op else "forward pass" if forward else "step"
     print(f"{device}: median {what} {ms[len(ms) // 2]:.2f} ms over {steps} profiled ones -> {out}")
 
 
@@ -254,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("steps", type=int)
     r.add_argument("out", type=Path)
     r.add_argument("--forward", action="store_true", help="the forward pass alone, under torch.no_grad")
+    r.add_argument("--small-op", metavar="OP", help="STEPS thousand calls of this gpu_small_ops op instead")
     c = sub.add_parser("compare", help="where B spends host time that A does not, per unit")
     c.add_argument("a", type=Path)
     c.add_argument("units_a", type=float)
@@ -263,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.command == "record":
-            record(args.device, args.steps, args.out, args.forward)
+            record(args.device, args.steps, args.out, args.forward, args.small_op)
         else:
             if args.units_a <= 0 or args.units_b <= 0:
                 raise UnusableInput("UNITS must be positive: the steps (or calls) each profile covers")

@@ -145,3 +145,14 @@ def test_record_without_the_profiler_library_is_one_line_and_exit_2(tmp_path: Pa
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert done.stderr.strip() == "native_profile: GPERF_LIB is not set — point it at gperftools' libprofiler.so"
+
+
+def test_record_of_an_unknown_small_op_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(TOOL), "record", "flagos", "3", str(tmp_path / "x.prof"), "--small-op",
+                           "matmul"], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "native_profile: --small-op matmul: not an op of benchmarks/device/gpu_small_ops.py — give one of add, mul, "
+        "relu, sum"]
+    assert not (tmp_path / "x.prof").exists()
