@@ -41,15 +41,17 @@ def _shard(spec: str) -> tuple[int, int]:
 
 def _longest_first(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (ci/test: `-n auto --dist loadfile`, a file's tests on one worker, in their order),
-    the files that compile C/C++ (plugin builds of minutes) and then the other slow ones are handed out
-    first: the longest work starts at once and the rest fills the other workers around it, instead of one
-    build starting when everything else is done."""
+    the files that compile C/C++ (plugin builds of minutes), then the other slow ones, then the OpInfo tier
+    (thousands of cases a file) are handed out first: the longest work starts at once and the rest fills
+    the other workers around it, instead of one build starting when everything else is done."""
     def file_of(item: pytest.Item) -> str:
         return item.nodeid.partition("::")[0]
 
     compiling = {file_of(item) for item in items if item.get_closest_marker("compile") is not None}
     slow = {file_of(item) for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: (file_of(item) not in compiling, file_of(item) not in slow))
+    opinfo = {file_of(item) for item in items if item.get_closest_marker("opinfo") is not None}
+    items.sort(key=lambda item: (file_of(item) not in compiling, file_of(item) not in slow,
+                                 file_of(item) not in opinfo))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
