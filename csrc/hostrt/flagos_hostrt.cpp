@@ -22,7 +22,6 @@
 namespace {
 
 constexpr int kDefaultDevices = 2;
-constexpr int kMaxDevices = 64;
 constexpr size_t kAlignment = 64;
 
 struct Allocation {
@@ -70,10 +69,10 @@ Config read_config() {
     char* end = nullptr;
     errno = 0;
     const long value = std::strtol(text, &end, 10);
-    if (end == text || *end != '\0' || errno != 0 || value < 1 || value > kMaxDevices) {
+    if (end == text || *end != '\0' || errno != 0 || value < 1 || value > HOSTRT_MAX_DEVICES) {
       config.error = std::string("FLAGOS_HOST_DEVICES='") + text +
                      "' is not a device count; set it to a whole number from 1 to " +
-                     std::to_string(kMaxDevices) + " or unset it (default " +
+                     std::to_string(HOSTRT_MAX_DEVICES) + " or unset it (default " +
                      std::to_string(kDefaultDevices) + ")";
       config.devices = 0;
       return config;
@@ -94,7 +93,7 @@ struct State {
   Config config = read_config();
   std::mutex mutex;
   std::map<uintptr_t, Allocation> allocations;  // keyed by base address
-  size_t used[kMaxDevices] = {};
+  size_t used[HOSTRT_MAX_DEVICES] = {};
 };
 
 State& state() {

@@ -8,7 +8,7 @@
  * memory" is host memory tagged with the device that owns it.
  *
  * Configuration (read once, at first use):
- *   FLAGOS_HOST_DEVICES       number of virtual devices (1..64, default 2)
+ *   FLAGOS_HOST_DEVICES       number of virtual devices (1..HOSTRT_MAX_DEVICES, default 2)
  *   FLAGOS_HOST_MEMORY_LIMIT  per-device memory limit: bytes, or a number with
  *                             K/M/G/T (powers of 1024, optional "B"/"iB"); unset = none
  * A malformed value makes every call fail with hostrtErrorInvalidConfiguration;
@@ -25,6 +25,9 @@ extern "C" {
 #endif
 
 #define HOSTRT_API __attribute__((visibility("default")))
+
+/* The most virtual devices FLAGOS_HOST_DEVICES may ask for. */
+#define HOSTRT_MAX_DEVICES 64
 
 typedef enum hostrtError {
   hostrtSuccess = 0,

@@ -9,6 +9,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
+#include <flagos_hostrt.h>
 
 #include "runtime/DeviceRuntime.h"
 #include "runtime/MemoryHistory.h"
@@ -20,7 +21,6 @@ namespace {
 using c10::CachingDeviceAllocator::DeviceStats;
 using c10::CachingDeviceAllocator::StatType;
 
-constexpr int kMaxDevices = 64;
 constexpr size_t kSmallSize = 1 << 20;    // requests up to 1 MiB round to 512 B
 constexpr size_t kSmallRound = 512;
 constexpr size_t kLargeRound = 2 << 20;   // larger ones round to 2 MiB
@@ -81,8 +81,8 @@ void DeviceCache::release_cached() {
   free_blocks.clear();
 }
 
-std::array<DeviceCache, kMaxDevices>& caches() {
-  static auto* all = new std::array<DeviceCache, kMaxDevices>();  // outlives tensors freed at exit
+std::array<DeviceCache, HOSTRT_MAX_DEVICES>& caches() {
+  static auto* all = new std::array<DeviceCache, HOSTRT_MAX_DEVICES>();  // outlives tensors freed at exit
   return *all;
 }
 

@@ -6,12 +6,12 @@
 #include <vector>
 
 #include <c10/util/Exception.h>
+#include <flagos_hostrt.h>
 
 namespace torch_fl {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
 
 struct DevicePool {
   std::once_flag created;
@@ -20,7 +20,7 @@ struct DevicePool {
 };
 
 DevicePool& pool(c10::DeviceIndex device) {
-  static std::array<DevicePool, kMaxDevices> pools;
+  static std::array<DevicePool, HOSTRT_MAX_DEVICES> pools;
   runtime::check_device_index(device);
   auto& p = pools[device];
   std::call_once(p.created, [&] {
@@ -30,7 +30,7 @@ DevicePool& pool(c10::DeviceIndex device) {
 }
 
 // Current stream id per device for this thread (0 = default stream).
-thread_local std::array<c10::StreamId, kMaxDevices> current_ids{};
+thread_local std::array<c10::StreamId, HOSTRT_MAX_DEVICES> current_ids{};
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {
   return device < 0 ? runtime::current_device() : device;
