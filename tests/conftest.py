@@ -47,11 +47,11 @@ def _longest_first(items: list[pytest.Item]) -> None:
     def file_of(item: pytest.Item) -> str:
         return item.nodeid.partition("::")[0]
 
-    compiling = {file_of(item) for item in items if item.get_closest_marker("compile") is not None}
-    slow = {file_of(item) for item in items if item.get_closest_marker("slow") is not None}
-    opinfo = {file_of(item) for item in items if item.get_closest_marker("opinfo") is not None}
-    items.sort(key=lambda item: (file_of(item) not in compiling, file_of(item) not in slow,
-                                 file_of(item) not in opinfo))
+    def files_marked(marker: str) -> set[str]:
+        return {file_of(item) for item in items if item.get_closest_marker(marker) is not None}
+
+    tiers = [files_marked(marker) for marker in ("compile", "slow", "opinfo")]
+    items.sort(key=lambda item: tuple(file_of(item) not in files for files in tiers))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
