@@ -29,7 +29,17 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "gpu")]
 
 import torch  # noqa: E402
 from expected_failures import EXPECTED_ERRORS, EXPECTED_MISMATCHES  # noqa: E402
-from opinfo_runner import CROSS_DEVICE, DTYPE_NAMES, CaseResult, case_ids, compare, native_results, run_case  # noqa: E402
+from opinfo_runner import (  # noqa: E402
+    CROSS_DEVICE,
+    DTYPE_NAMES,
+    CaseResult,
+    case_ids,
+    compare,
+    native_results,
+    prepare_case,
+    run_case,
+    run_prepared,
+)
 
 import torch_fl  # noqa: E402,F401
 
@@ -44,7 +54,8 @@ def _passes(actual: CaseResult, expected: CaseResult, **tol: float) -> str | Non
 def against_cpu(ids: list[str]) -> dict[str, dict[str, Any]]:
     out = {}
     for cid in ids:
-        failure = _passes(run_case(cid, "flagos"), run_case(cid, "cpu"))
+        case = prepare_case(cid)
+        failure = _passes(run_prepared(case, "flagos"), run_prepared(case, "cpu"))
         out[cid] = {"flagos_vs_cpu": failure is None, "failure": failure}
     return out
 

@@ -28,7 +28,6 @@ from opinfo_runner import (  # noqa: E402
     op_id,
     parse_case,
     prepare_case,
-    run_case,
     run_prepared,
     second_order_grads,
     supports_backward,
@@ -48,9 +47,10 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize("case_id", _params())
 def test_flagos_matches_cpu(case_id: str) -> None:
-    expected = run_case(case_id, "cpu")
-    actual = run_case(case_id, "flagos")
-    op, _ = parse_case(case_id)
+    case = prepare_case(case_id)  # the samples made once: each run moves copies of them to its device
+    expected = run_prepared(case, "cpu")
+    actual = run_prepared(case, "flagos")
+    op = case.op
     if op_id(op) in EXPECTED_ERRORS:
         text, _why = EXPECTED_ERRORS[op_id(op)]
         computed = [k for k, s in enumerate(expected.samples) if s.forward is not None]
@@ -65,7 +65,8 @@ def test_flagos_matches_cpu(case_id: str) -> None:
 @pytest.mark.parametrize("case_id", case_ids(inplace=True))
 def test_inplace_variant_matches_cpu(case_id: str) -> None:
     """``x.add_(...)`` and friends write what the CPU writes (no autograd: a copy of the input is written)."""
-    compare(run_case(case_id, "flagos", inplace=True), run_case(case_id, "cpu", inplace=True))
+    case = prepare_case(case_id)
+    compare(run_prepared(case, "flagos", inplace=True), run_prepared(case, "cpu", inplace=True))
 
 
 @pytest.mark.parametrize("case_id", one_dtype_case_ids(lambda op: op_id(op) not in EXPECTED_ERRORS))
