@@ -85,12 +85,41 @@ struct ThreadViews {
   size_t next_recent = 0;  // the recent view to take next
   std::array<CachedView, size_t{1} << kSlotBits> table;
 };
-thread_local ThreadViews thread_views;
+// The calling thread's views.  The thread_local itself is a plain pointer: a thread_local object with a
+// constructor is reached through an initialisation check and more than one TLS lookup on every use, which this
+// shared library pays per kernel argument (callgrind: about a third of cached_kernel_view's own instructions).
+thread_local ThreadViews* thread_views_ptr = nullptr;
+
+// Frees a thread's views when the thread ends; touched only when the views are made.
+struct ThreadViewsOwner {
+  ~ThreadViewsOwner() {
+    delete thread_views_ptr;
+    thread_views_ptr = nullptr;
+  }
+};
+
+ThreadViews& thread_views() {
+  if (C10_LIKELY(thread_views_ptr != nullptr)) return *thread_views_ptr;
+  static thread_local ThreadViewsOwner owner;
+  (void)owner;
+  thread_views_ptr = new ThreadViews();
+  return *thread_views_ptr;
+}
 
 CachedView& slot_of(ThreadViews& views, const c10::TensorImpl* impl) {
   // Fibonacci hashing of the address (TensorImpls are 16-byte aligned).
   const auto h = (reinterpret_cast<uintptr_t>(impl) >> 4) * uint64_t{0x9E3779B97F4A7C15};
   return views.table[h >> (64 - kSlotBits)];
+}
+
+// a == b, element by element: std::equal on int64_t lists becomes a memcmp call through the PLT, which costs
+// more than the comparison itself for the few dimensions a tensor has.
+bool same_values(c10::IntArrayRef a, c10::IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
 }
 
 bool still_matches(const at::Tensor& view, const at::Tensor& flagos_tensor) {
@@ -99,7 +128,8 @@ bool still_matches(const at::Tensor& view, const at::Tensor& flagos_tensor) {
   const c10::StorageImpl& vs = *v.unsafe_storage().unsafeGetStorageImpl();
   const c10::StorageImpl& ts = *t.unsafe_storage().unsafeGetStorageImpl();
   return vs.data_ptr().get() == ts.data_ptr().get() && vs.nbytes() == ts.nbytes() && v.dtype() == t.dtype() &&
-         v.storage_offset() == t.storage_offset() && v.sizes() == t.sizes() && v.strides() == t.strides() &&
+         v.storage_offset() == t.storage_offset() && same_values(v.sizes(), t.sizes()) &&
+         same_values(v.strides(), t.strides()) &&
          v.is_conj() == t.is_conj() && v.is_neg() == t.is_neg();
 }
 
@@ -125,7 +155,7 @@ at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
   if (flagos_tensor._is_zerotensor() || impl->has_symbolic_sizes_strides() || !impl->unsafe_storage()) {
     return kernel_view(flagos_tensor);
   }
-  ThreadViews& views = thread_views;
+  ThreadViews& views = thread_views();
   for (CachedView& recent : views.recent) {
     if (recent.owner == impl && still_matches(recent.view, flagos_tensor)) return recent.view;
   }
@@ -143,8 +173,9 @@ at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
 }
 
 void forget_kernel_view(const at::Tensor& flagos_tensor) {
+  if (thread_views_ptr == nullptr) return;  // this thread has made no views
   const c10::TensorImpl* impl = flagos_tensor.unsafeGetTensorImpl();
-  ThreadViews& views = thread_views;
+  ThreadViews& views = *thread_views_ptr;
   for (CachedView& cached : views.recent) {
     if (cached.owner == impl) cached = CachedView{};
   }
@@ -262,7 +293,7 @@ bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tenso
   }
   // Consecutive ops mostly see one shape: the geometry is rewritten (and its contiguity recomputed) only where
   // it changes.
-  if (impl->sizes() != flagos_tensor.sizes() || impl->strides() != flagos_tensor.strides()) {
+  if (!same_values(impl->sizes(), flagos_tensor.sizes()) || !same_values(impl->strides(), flagos_tensor.strides())) {
     impl->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(), flagos_tensor.storage_offset());
   } else if (impl->storage_offset() != flagos_tensor.storage_offset()) {
     impl->set_storage_offset(flagos_tensor.storage_offset());
