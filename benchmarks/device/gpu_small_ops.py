@@ -4,19 +4,24 @@ Per op, the median (over 15 repeats of 500 calls, after 200 warm-up calls) of th
 measured with CUDA events around the calls: for such small ops that is the host-side dispatch
 cost.  flagos runs here, native cuda in the reference interpreter (`--reference-python`,
 _gpu_common.py says why), both pinned to the same two cores; the two take turns repeat by
-repeat.  Goal: flagos/native <= 1.05.
+repeat.  With `--flagos-in-child` flagos runs in a child process too (this interpreter), started
+and driven as the native one is: on an H100 the training step measured about 2 % apart in the two
+layouts (docs/performance.md).  Goal: flagos/native <= 1.05.
 
     python benchmarks/device/gpu_small_ops.py [--out gpu_small_ops.json] [--reference-python PY]
+        [--flagos-in-child]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from collections.abc import Callable
 
 import torch
-from _gpu_common import (NativeChild, emit, event_timer, median_ms, parser, reference_python, require_flagos, serve,
-                         share_cores)
+from _gpu_common import (NativeChild, ScriptChild, emit, event_timer, median_ms, parser, reference_python,
+                         require_flagos, serve, share_cores)
 
 OPS = {
     "add": lambda a, b: a + b,
@@ -39,17 +44,33 @@ def timers(device: str) -> dict[str, Callable[[], float]]:
     return out
 
 
+def serve_timers(device: str) -> None:
+    """Child side: answer `time OP` with one timing of OP on `device`."""
+    device_timers = timers(device)
+    serve({"time": lambda op: {"ms": device_timers[op]()}}, native=device == "cuda")
+
+
 def main() -> int:
-    args = parser(__doc__.splitlines()[0]).parse_args()
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--flagos-in-child", action="store_true", help="time flagos in a child process, as native")
+    p.add_argument("--flagos-child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
     if args.native_child:
-        native_timers = timers("cuda")
-        serve({"time": lambda op: {"ms": native_timers[op]()}})
+        serve_timers("cuda")
         return 0
     require_flagos()
+    if args.flagos_child:
+        serve_timers("flagos")
+        return 0
     cores = share_cores()
     native = NativeChild(reference_python(args.reference_python), __file__)
+    flagos_child = (ScriptChild([sys.executable, __file__, "--flagos-child"], dict(os.environ))
+                    if args.flagos_in_child else None)
     try:
-        flagos = timers("flagos")
+        if flagos_child is not None:
+            flagos = {name: lambda name=name: flagos_child.ask("time", name)["ms"] for name in OPS}
+        else:
+            flagos = timers("flagos")
         results = {}
         for name in OPS:
             ms = median_ms({"cuda": lambda name=name: native.ask("time", name)["ms"], "flagos": flagos[name]},
@@ -60,8 +81,11 @@ def main() -> int:
         native_env = native.ask("environment")
     finally:
         native.close()
+        if flagos_child is not None:
+            flagos_child.close()
     ratios = [r["ratio"] for r in results.values()]
     return emit({"benchmark": "gpu_small_ops", "elements": 1024, "cores": cores, "ops": results,
+                 "flagos_process": "child" if args.flagos_in_child else "benchmark",
                  "max_ratio": max(ratios), "goal_max_ratio": 1.05}, args.out, native_env)
 
 
