@@ -86,8 +86,8 @@ struct ThreadViews {
   std::array<CachedView, size_t{1} << kSlotBits> table;
 };
 // The calling thread's views.  The thread_local itself is a plain pointer: a thread_local object with a
-// constructor is reached through an initialisation check and more than one TLS lookup on every use, which this
-// shared library pays per kernel argument (callgrind: about a third of cached_kernel_view's own instructions).
+// constructor is reached through an initialisation check and two or three TLS lookups on every use, which this
+// shared library would pay per kernel argument.
 thread_local ThreadViews* thread_views_ptr = nullptr;
 
 // Frees a thread's views when the thread ends; touched only when the views are made.
