@@ -1,7 +1,7 @@
 """What the GPU benchmarks share: the native side in a reference interpreter, timing on device
 events with the two sides taking turns, medians, JSON out.
 
-flagos runs in the benchmark's own process.  Native CUDA runs in a child: the same script with
+Native CUDA runs in a child: the same script with
 `--native-child`, started with the *reference interpreter* (`--reference-python`, default this
 interpreter when its torch is a CUDA build), with backend autoloading and torch_fl's startup
 hook off, so flagos is never registered there.  Two reasons: on stock torch+cpu with the
@@ -9,6 +9,13 @@ cuda-assets wheel torch has no CUDA backend of its own (`torch.cuda` is not comp
 a PrivateUse1 backend registered the autograd engine rejects backward over CUDA tensors
 (`opt_ready_stream && opt_parent_stream`, pytorch/pytorch#161129).  The parent asks the child
 for one measurement at a time over a pipe (one JSON line per command), so the two alternate.
+
+The benchmarks that take `flagos_layout` options run flagos in a child too (`--flagos-child`, this
+interpreter, flagos registered), started and driven as the native one, so that both sides run in the same
+role: a process that computes on one device and nothing else, as a user's job does.  The benchmark's own
+process also starts children, reads pipes and holds the results; with flagos in it (`--flagos-in-process`)
+the training step measured about 2 % lower on an H100 than with flagos in a child
+(docs/performance.md, "where the flagos side runs").
 """
 
 from __future__ import annotations
@@ -41,6 +48,20 @@ def parser(description: str) -> argparse.ArgumentParser:
                    " side (default: this one, when its torch is a CUDA build)")
     p.add_argument("--native-child", action="store_true", help=argparse.SUPPRESS)
     return p
+
+
+def flagos_layout(p: argparse.ArgumentParser) -> None:
+    """Where the flagos side runs: a child process by default (the module's docstring says why)."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--flagos-in-process", action="store_true",
+                       help="run the flagos side in the benchmark's own process instead of a child")
+    where.add_argument("--flagos-in-child", action="store_true", help="run the flagos side in a child (the default)")
+    p.add_argument("--flagos-child", action="store_true", help=argparse.SUPPRESS)
+
+
+def flagos_process(args: argparse.Namespace) -> str:
+    """Where the flagos side ran, for the report."""
+    return "benchmark" if args.flagos_in_process else "child"
 
 
 def reference_python(given: str | None) -> str:
@@ -104,7 +125,7 @@ class ScriptChild:
         self.child.stdin.flush()
         line = self.child.stdout.readline()
         if not line:
-            raise SystemExit(f"the native child exited ({self.child.wait()}); see its stderr above")
+            raise SystemExit(f"the child {self.child.args[1:3]} exited ({self.child.wait()}); see its stderr above")
         return json.loads(line)
 
     def close(self) -> None:
@@ -119,6 +140,13 @@ class NativeChild(ScriptChild):
 
     def __init__(self, python: str, script: str, *args: str) -> None:
         super().__init__([python, script, "--native-child", *args], child_env())
+
+
+class FlagosChild(ScriptChild):
+    """`script --flagos-child ARGS` in this interpreter, with this process's environment."""
+
+    def __init__(self, script: str, *args: str) -> None:
+        super().__init__([sys.executable, script, "--flagos-child", *args], dict(os.environ))
 
 
 def serve(commands: dict[str, Callable[..., dict]], native: bool = True) -> None:

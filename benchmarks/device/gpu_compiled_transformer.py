@@ -5,8 +5,9 @@ wrapped in `torch.compile` (inductor, default mode: no CUDA graphs on either sid
 since flagos runs without them), the optimizer step stays eager.  Three trainers
 take turns step by step after the warm-up, the order reversed every other step (all processes pinned to the same two
 cores): native compiled (the reference interpreter, `--reference-python`; see
-_gpu_common.py), flagos compiled (this process) and flagos eager (a child of this
-interpreter, so that each side's peak memory is its own model's).  Reported: the
+_gpu_common.py), flagos compiled (a child of this interpreter, or this process with
+`--flagos-in-process`) and flagos eager (a child of this interpreter, so that each
+side's peak memory is its own model's).  Reported: the
 median step time and tokens/s of each, the throughput ratio of flagos compiled to
 native compiled (goal >= 0.97) and to flagos eager (the speed-up of compiling),
 the median of the per-step ratios, each run's peak memory, and the compile time
@@ -16,7 +17,7 @@ caches start empty in a temporary folder (both sides), so the compile times are
 cold ones; `--warm` keeps the users' caches.
 
     python benchmarks/device/gpu_compiled_transformer.py [--out gpu_compiled_transformer.json] [--steps 30]
-        [--reference-python PY] [--warm]
+        [--reference-python PY] [--warm] [--flagos-in-process]
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import sys
 import tempfile
 
 import torch
-from _gpu_common import emit, parser, reference_python, require_flagos, share_cores, take_turns
-from gpu_transformer import (BATCH, D_MODEL, FF, HEADS, LAYERS, SEQ, ChildTrainer, NativeTrainer, Trainer, serve_trainer,
-                             summary)
+from _gpu_common import emit, flagos_layout, flagos_process, parser, reference_python, require_flagos, share_cores, take_turns
+from gpu_transformer import (BATCH, D_MODEL, FF, HEADS, LAYERS, SEQ, ChildTrainer, FlagosTrainer, NativeTrainer, Trainer,
+                             serve_trainer, summary)
 
 GOAL_VS_NATIVE = 0.97
 
@@ -53,6 +54,7 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=3, help="steps of each trainer before timing; the first compiles")
     p.add_argument("--warm", action="store_true", help="keep inductor's and Triton's caches (warm compile times)")
     p.add_argument("--flagos-eager-child", action="store_true", help=argparse.SUPPRESS)
+    flagos_layout(p)
     args = p.parse_args()
     if args.native_child:
         serve_trainer(CompiledTrainer("cuda"))
@@ -65,6 +67,9 @@ def main() -> int:
         print(f"inductor's Triton backend on flagos needs a CUDA build of torch in this process (this torch is"
               f" {torch.__version__}): run this with the torch_fl built against the CUDA torch", file=sys.stderr)
         return 2
+    if args.flagos_child:
+        serve_trainer(CompiledTrainer("flagos"), native=False)
+        return 0
     cores = share_cores()
     caches = None if args.warm else tempfile.TemporaryDirectory(prefix="flagos-compile-bench-",
                                                                 ignore_cleanup_errors=True)
@@ -72,7 +77,7 @@ def main() -> int:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches.name, "inductor")
         os.environ["TRITON_CACHE_DIR"] = os.path.join(caches.name, "triton")
     native = NativeTrainer(reference_python(args.reference_python), __file__)
-    compiled = CompiledTrainer("flagos")
+    compiled = CompiledTrainer("flagos") if args.flagos_in_process else FlagosTrainer(__file__)
     eager = ChildTrainer([sys.executable, __file__, "--flagos-eager-child"], dict(os.environ))
     try:
         first = {"native": native.step(), "flagos": compiled.step()}
@@ -89,6 +94,8 @@ def main() -> int:
     finally:
         native.close()
         eager.close()
+        if isinstance(compiled, ChildTrainer):
+            compiled.close()
         if caches is not None:
             caches.cleanup()
     compile_s = {side: round((first[side] - statistics.median(times[f"{side}_compiled"])) / 1000, 2)
@@ -99,7 +106,7 @@ def main() -> int:
         "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
                    "autocast": "bfloat16", "optimizer": "AdamW (eager)", "compile": "torch.compile(model), inductor, "
                    "default mode", "caches": "warm" if args.warm else "cold", "steps": args.steps,
-                   "warmup": args.warmup, "cores": cores},
+                   "warmup": args.warmup, "cores": cores, "flagos_process": flagos_process(args)},
         **results,
         "steps_ms": {side: [round(t, 2) for t in ts] for side, ts in times.items()},
         "compile_s": compile_s,

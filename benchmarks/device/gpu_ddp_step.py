@@ -3,10 +3,12 @@
 Each side wraps the same MLP (``--width`` wide, ``--depth`` hidden layers, batch ``--batch``) in PyTorch's
 DistributedDataParallel over a process group of one rank (a HashStore, so nothing listens on a port) and trains
 with SGD: forward, backward with DDP's bucketed all-reduce, step.  The native side runs in the reference
-interpreter (``_gpu_common.py`` says why); the two take turns step by step, which goes first alternating.
+interpreter (``_gpu_common.py`` says why), the flagos side in a child of this interpreter (``--flagos-in-process``:
+in the benchmark's own process); the two take turns step by step, which goes first alternating.
 Reported: median step times and the median of the per-pair throughput ratios native/flagos (goal >= 0.97).
 
     python benchmarks/device/gpu_ddp_step.py [--out gpu_ddp_step.json] [--steps 50] [--width 2048] [--reference-python PY]
+        [--flagos-in-process]
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import time
 
 import torch
 import torch.distributed as dist
-from _gpu_common import (NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores,
-                         take_turns)
+from _gpu_common import (FlagosChild, NativeChild, device_api, emit, flagos_layout, flagos_process, parser,
+                         reference_python, require_flagos, serve, share_cores, take_turns)
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -53,6 +55,13 @@ class DDPTrainer:
         return {"last_loss": round(self.loss, 6), "buckets": self.ddp._get_ddp_logging_data().get("num_buckets", 0)}
 
 
+def engine_name() -> dict[str, str]:
+    """The flagos process group's engine (torch_fl.distributed)."""
+    from torch_fl.distributed import engine_of
+
+    return {"engine": type(engine_of()).__name__}
+
+
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=50)
@@ -60,6 +69,7 @@ def main() -> int:
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--batch", type=int, default=256)
+    flagos_layout(p)
     args = p.parse_args()
     shape = (args.width, args.depth, args.batch)
     if args.native_child:
@@ -67,27 +77,37 @@ def main() -> int:
         serve({"step": trainer.step, "stats": trainer.stats})
         return 0
     require_flagos()
-    from torch_fl.distributed import engine_of
-
+    if args.flagos_child:
+        trainer = DDPTrainer("flagos", None, *shape)
+        serve({"step": trainer.step, "stats": trainer.stats, "engine": engine_name}, native=False)
+        return 0
     cores = share_cores()
-    native = NativeChild(reference_python(args.reference_python), __file__, "--width", str(args.width),
-                         "--depth", str(args.depth), "--batch", str(args.batch))
+    shape_args = ("--width", str(args.width), "--depth", str(args.depth), "--batch", str(args.batch))
+    native = NativeChild(reference_python(args.reference_python), __file__, *shape_args)
+    flagos_child = None if args.flagos_in_process else FlagosChild(__file__, *shape_args)
     try:
-        flagos = DDPTrainer("flagos", None, *shape)
-        sides = {"native": lambda: native.ask("step")["ms"], "flagos": lambda: flagos.step()["ms"]}
+        if flagos_child is None:
+            trainer = DDPTrainer("flagos", None, *shape)
+            flagos = {"step": trainer.step, "stats": trainer.stats, "engine": engine_name}
+        else:
+            flagos = {name: lambda name=name: flagos_child.ask(name) for name in ("step", "stats", "engine")}
+        sides = {"native": lambda: native.ask("step")["ms"], "flagos": lambda: flagos["step"]()["ms"]}
         take_turns(sides, args.warmup)
         times = take_turns(sides, args.steps)
         native_stats, native_env = native.ask("stats"), native.ask("environment")
+        flagos_stats, engine = flagos["stats"](), flagos["engine"]()["engine"]
     finally:
         native.close()
+        if flagos_child is not None:
+            flagos_child.close()
     medians = {side: round(statistics.median(t), 3) for side, t in times.items()}
     return emit({
         "benchmark": "gpu_ddp_step",
         "config": {"width": args.width, "depth": args.depth, "batch": args.batch, "world_size": 1,
-                   "steps": args.steps, "warmup": args.warmup, "cores": cores},
+                   "steps": args.steps, "warmup": args.warmup, "cores": cores, "flagos_process": flagos_process(args)},
         "step_ms": medians,
-        "engine": type(engine_of()).__name__,
-        "native": native_stats, "flagos": flagos.stats(),
+        "engine": engine,
+        "native": native_stats, "flagos": flagos_stats,
         "median_pair_ratio": round(statistics.median(n / f for n, f in zip(times["native"], times["flagos"])), 4),
         "goals": {"min_throughput_ratio": 0.97},
     }, args.out, native_env)

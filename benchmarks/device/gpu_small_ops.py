@@ -4,24 +4,22 @@ Per op, the median (over 15 repeats of 500 calls, after 200 warm-up calls) of th
 measured with CUDA events around the calls: for such small ops that is the host-side dispatch
 cost.  flagos runs here, native cuda in the reference interpreter (`--reference-python`,
 _gpu_common.py says why), both pinned to the same two cores; the two take turns repeat by
-repeat.  With `--flagos-in-child` flagos runs in a child process too (this interpreter), started
-and driven as the native one is: on an H100 the training step measured about 2 % apart in the two
-layouts (docs/performance.md).  Goal: flagos/native <= 1.05.
+repeat.  flagos runs in a child process too (this interpreter), started and driven as the native
+one is; `--flagos-in-process` times it in the benchmark's own process instead (_gpu_common.py says why
+the child is the default).  Goal: flagos/native <= 1.05.
 
     python benchmarks/device/gpu_small_ops.py [--out gpu_small_ops.json] [--reference-python PY]
-        [--flagos-in-child]
+        [--flagos-in-process]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from collections.abc import Callable
 
 import torch
-from _gpu_common import (NativeChild, ScriptChild, emit, event_timer, median_ms, parser, reference_python,
-                         require_flagos, serve, share_cores)
+from _gpu_common import (FlagosChild, NativeChild, emit, event_timer, flagos_layout, flagos_process, median_ms,
+                         parser, reference_python, require_flagos, serve, share_cores)
 
 OPS = {
     "add": lambda a, b: a + b,
@@ -52,8 +50,7 @@ def serve_timers(device: str) -> None:
 
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--flagos-in-child", action="store_true", help="time flagos in a child process, as native")
-    p.add_argument("--flagos-child", action="store_true", help=argparse.SUPPRESS)
+    flagos_layout(p)
     args = p.parse_args()
     if args.native_child:
         serve_timers("cuda")
@@ -64,8 +61,7 @@ def main() -> int:
         return 0
     cores = share_cores()
     native = NativeChild(reference_python(args.reference_python), __file__)
-    flagos_child = (ScriptChild([sys.executable, __file__, "--flagos-child"], dict(os.environ))
-                    if args.flagos_in_child else None)
+    flagos_child = None if args.flagos_in_process else FlagosChild(__file__)
     try:
         if flagos_child is not None:
             flagos = {name: lambda name=name: flagos_child.ask("time", name)["ms"] for name in OPS}
@@ -85,7 +81,7 @@ def main() -> int:
             flagos_child.close()
     ratios = [r["ratio"] for r in results.values()]
     return emit({"benchmark": "gpu_small_ops", "elements": 1024, "cores": cores, "ops": results,
-                 "flagos_process": "child" if args.flagos_in_child else "benchmark",
+                 "flagos_process": flagos_process(args),
                  "max_ratio": max(ratios), "goal_max_ratio": 1.05}, args.out, native_env)
 
 

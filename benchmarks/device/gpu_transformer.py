@@ -11,24 +11,23 @@ ratios, and each run's peak memory.  Goals: flagos >= 0.97 of native tokens/s
 
 The native model lives in the reference interpreter (`--reference-python`, a
 Python with a CUDA build of torch; _gpu_common.py says why), which never registers
-flagos.  The parent asks it for one step at a time over a pipe.  With
-`--flagos-in-child` the flagos model lives in a child process too (this
-interpreter, flagos registered), so that both sides run in the same role: a
-child started the same way, driven over the same kind of pipe.  `--calibrate`
-measures the harness itself: a second native child takes flagos's place, so the
-ratios show what the alternation, the pipes and the machine's drift alone make of
-two identical sides.  `--turn-steps K` gives each side K steps per turn: the
+flagos.  The flagos model lives in a child process too (this interpreter, flagos
+registered), so that both sides run in the same role: a child started the same way,
+driven over the same kind of pipe, one step at a time.  `--flagos-in-process`
+trains it in the benchmark's own process instead.  `--calibrate` measures the
+harness itself: a second native child takes flagos's place, so the ratios show
+what the alternation, the pipes and the machine's drift alone make of two
+identical sides.  `--turn-steps K` gives each side K steps per turn: the
 difference between K = 1 and a long K is what each side loses to finding the
-processor's caches as the other side left them.
+processor's caches as the other side left them.  A run's startup and warm-up take
+longer than its 150 steps, and fewer pairs leave a wider spread.
 
-    python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 30] [--reference-python PY]
-        [--flagos-in-child | --calibrate] [--turn-steps 1]
+    python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 150] [--reference-python PY]
+        [--flagos-in-process | --calibrate] [--turn-steps 1]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import resource
 import statistics
 import sys
@@ -36,8 +35,8 @@ import time
 from collections.abc import Callable
 
 import torch
-from _gpu_common import (NativeChild, ScriptChild, device_api, emit, parser, reference_python, require_flagos, serve,
-                         share_cores, take_turns)
+from _gpu_common import (FlagosChild, NativeChild, ScriptChild, device_api, emit, flagos_layout, flagos_process,
+                         parser, reference_python, require_flagos, serve, share_cores, take_turns)
 
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
 
@@ -123,6 +122,10 @@ class NativeTrainer(ChildTrainer, NativeChild):
     """A native cuda Trainer in the reference interpreter running `script --native-child`."""
 
 
+class FlagosTrainer(ChildTrainer, FlagosChild):
+    """A flagos Trainer in this interpreter running `script --flagos-child`."""
+
+
 def alternate_profiles(native: ChildTrainer, flagos: Trainer, rounds: int,
                        profile_flagos: Callable[[], dict]) -> tuple[list[dict], list[dict]]:
     """3 warm-up steps each, then `rounds` times the child's "profile" command and `profile_flagos()` in turn
@@ -142,18 +145,16 @@ def summary(times_ms: list[float], stats: dict[str, float]) -> dict[str, float]:
 
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=150)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--flagos-in-child", action="store_true", help="train the flagos model in a child process, "
-                   "as the native one")
+    flagos_layout(p)
     p.add_argument("--calibrate", action="store_true", help="a second native child in flagos's place: the ratios "
                    "of two identical sides")
     p.add_argument("--turn-steps", type=int, default=1, help="steps per side per turn (--steps is rounded down "
                    "to a multiple)")
-    p.add_argument("--flagos-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.calibrate and args.flagos_in_child:
-        p.error("--calibrate puts a native child in flagos's place: it takes no --flagos-in-child")
+    if args.calibrate and args.flagos_in_process:
+        p.error("--calibrate puts a native child in flagos's place: it takes no --flagos-in-process")
     if not 1 <= args.turn_steps <= args.steps:
         p.error(f"--turn-steps {args.turn_steps}: give 1 to --steps ({args.steps}) steps per turn")
     if args.native_child:
@@ -168,10 +169,10 @@ def main() -> int:
     flagos: Trainer | ChildTrainer
     if args.calibrate:
         flagos = NativeTrainer(reference_python(args.reference_python), __file__)
-    elif args.flagos_in_child:
-        flagos = ChildTrainer([sys.executable, __file__, "--flagos-child"], dict(os.environ))
-    else:
+    elif args.flagos_in_process:
         flagos = Trainer("flagos")
+    else:
+        flagos = FlagosTrainer(__file__)
     try:
         steps = {"native": native.step, "flagos": flagos.step}
         take_turns(steps, args.warmup)
@@ -190,8 +191,7 @@ def main() -> int:
         "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
                    "autocast": "bfloat16", "optimizer": "AdamW", "steps": len(native_ms), "warmup": args.warmup,
                    "cores": cores, "first": "alternating", "turn_steps": args.turn_steps,
-                   "flagos_process": ("native child (calibration)" if args.calibrate else
-                                      "child" if args.flagos_in_child else "benchmark")},
+                   "flagos_process": "native child (calibration)" if args.calibrate else flagos_process(args)},
         "native": native_result, "flagos": flagos_result,
         "steps_ms": {"native": [round(t, 2) for t in native_ms], "flagos": [round(t, 2) for t in flagos_ms]},
         "throughput_ratio": round(flagos_result["tokens_per_s"] / native_result["tokens_per_s"], 4),

@@ -1,8 +1,10 @@
-"""The GPU benchmarks' native-child protocol (benchmarks/device/_gpu_common.py) with a CPU child: commands
-and their arguments over the pipe, flagos never registered there, the two sides taking turns."""
+"""The GPU benchmarks' child protocol (benchmarks/device/_gpu_common.py) with CPU children: commands
+and their arguments over the pipe, flagos never registered in the native child and registered in the flagos
+one, the two sides taking turns, the flagos side in a child unless asked otherwise."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -17,10 +19,12 @@ import os, sys
 sys.path.insert(0, {benchmarks!r})
 import torch
 from _gpu_common import serve
+env = lambda: {{"autoload": os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD"), "flagos": hasattr(torch, "flagos"),
+               "argv": sys.argv[1:]}}
 if "--native-child" in sys.argv:
-    serve({{"double": lambda x: {{"value": 2 * int(x)}},
-            "env": lambda: {{"autoload": os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD"),
-                            "flagos": hasattr(torch, "flagos")}}}})
+    serve({{"double": lambda x: {{"value": 2 * int(x)}}, "env": env}})
+if "--flagos-child" in sys.argv:
+    serve({{"env": env}}, native=False)
 '''
 
 
@@ -30,12 +34,36 @@ def test_the_child_answers_commands_and_never_registers_flagos(tmp_path: Path) -
     child = common.NativeChild(sys.executable, str(script))
     try:
         assert child.ask("double", "21") == {"value": 42}
-        assert child.ask("env") == {"autoload": "0", "flagos": False}
+        assert child.ask("env") == {"autoload": "0", "flagos": False, "argv": ["--native-child"]}
         env = child.ask("environment")
         assert env["torch"] == common.torch.__version__ and env["cuda"] == common.torch.version.cuda
     finally:
         child.close()
     assert child.child.returncode == 0
+
+
+def test_the_flagos_child_runs_this_interpreter_with_flagos_registered(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(benchmarks=str(REPO / "benchmarks" / "device")))
+    child = common.FlagosChild(str(script), "--width", "8")
+    try:
+        env = child.ask("env")
+        assert env["flagos"] and env["autoload"] != "0" and env["argv"] == ["--flagos-child", "--width", "8"]
+    finally:
+        child.close()
+    assert child.child.returncode == 0
+
+
+def test_the_flagos_side_runs_in_a_child_unless_asked_otherwise(capsys: pytest.CaptureFixture[str]) -> None:
+    p = argparse.ArgumentParser()
+    common.flagos_layout(p)
+    assert common.flagos_process(p.parse_args([])) == "child"
+    assert common.flagos_process(p.parse_args(["--flagos-in-child"])) == "child"
+    assert common.flagos_process(p.parse_args(["--flagos-in-process"])) == "benchmark"
+    with pytest.raises(SystemExit) as exit_:
+        p.parse_args(["--flagos-in-process", "--flagos-in-child"])
+    assert exit_.value.code == 2
+    assert "not allowed with" in capsys.readouterr().err
 
 
 def test_the_sides_take_turns_and_medians_are_per_side() -> None:

@@ -1,5 +1,7 @@
 #include "aten/routing/RoutedFallback.h"
 
+#include <array>
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -127,8 +129,20 @@ bool takes_generator(const c10::FunctionSchema& schema) {
 }
 
 bool flagos_generator_is_kernel_default(c10::Device device) {
-  const auto engine = flagos_generator_of(device).engine();
-  return engine == at::globalContext().defaultGenerator(engine.device());
+  // Neither generator of a device is ever replaced (a flagos generator's engine is fixed at its making, and so
+  // is the kernel device's default generator), so the answer is worked out once per device: each dropout of a
+  // training step asks.
+  static std::array<std::atomic<int8_t>, 64> known{};  // per device: 0 not yet, 1 yes, -1 no
+  TORCH_CHECK(device.index() >= 0 && static_cast<size_t>(device.index()) < known.size(), "flagos device index ",
+              static_cast<int>(device.index()), " out of range");
+  std::atomic<int8_t>& answer = known[device.index()];
+  int8_t is_default = answer.load(std::memory_order_relaxed);
+  if (is_default == 0) {
+    const auto engine = flagos_generator_of(device).engine();
+    is_default = engine == at::globalContext().defaultGenerator(engine.device()) ? 1 : -1;
+    answer.store(is_default, std::memory_order_relaxed);
+  }
+  return is_default > 0;
 }
 
 namespace {

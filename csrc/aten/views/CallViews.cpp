@@ -79,14 +79,15 @@ std::optional<size_t> CallViews::find(const at::Tensor& result) {
     }
     return std::nullopt;
   }
-  if (by_impl_.empty()) {
+  if (!index_) {
+    index_ = std::make_unique<Index>();
     for (size_t k = 0; k < entries_.size(); ++k) {
-      by_impl_.emplace(entries_[k].view.unsafeGetTensorImpl(), k);
-      by_storage_.emplace(storage_of(entries_[k]), k);
+      index_->by_impl.emplace(entries_[k].view.unsafeGetTensorImpl(), k);
+      index_->by_storage.emplace(storage_of(entries_[k]), k);
     }
   }
-  if (auto it = by_impl_.find(impl); it != by_impl_.end()) return it->second;
-  if (auto it = by_storage_.find(storage); it != by_storage_.end()) return it->second;
+  if (auto it = index_->by_impl.find(impl); it != index_->by_impl.end()) return it->second;
+  if (auto it = index_->by_storage.find(storage); it != index_->by_storage.end()) return it->second;
   return std::nullopt;
 }
 

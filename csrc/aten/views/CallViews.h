@@ -4,6 +4,7 @@
 // kernels (UnboxedKernels.cpp).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <unordered_map>
 
@@ -55,9 +56,13 @@ class CallViews {
   std::optional<size_t> find(const at::Tensor& result);
 
   c10::SmallVector<Entry, 6> entries_;
-  // Foreach ops pass and return hundreds of tensors: past a few views the lookup is indexed.
-  std::unordered_map<const void*, size_t> by_impl_;
-  std::unordered_map<const void*, size_t> by_storage_;
+  // Foreach ops pass and return hundreds of tensors: past a few views the lookup is indexed.  Made only then:
+  // most calls would otherwise build and free two empty maps.
+  struct Index {
+    std::unordered_map<const void*, size_t> by_impl;
+    std::unordered_map<const void*, size_t> by_storage;
+  };
+  std::unique_ptr<Index> index_;
 };
 
 }  // namespace torch_fl::aten

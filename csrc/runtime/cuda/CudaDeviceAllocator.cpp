@@ -13,7 +13,6 @@
 #include <array>
 #include <atomic>
 #include <optional>
-#include <mutex>
 
 #include "runtime/DeviceRuntime.h"
 
@@ -22,17 +21,26 @@ namespace torch_fl {
 namespace {
 
 c10::DeviceAllocator& cuda_allocator() {
-  static std::once_flag initialized;
-  // PyTorch initialises its CUDA allocator lazily, at the first CUDA use.
-  std::call_once(initialized, [] { at::globalContext().lazyInitDevice(c10::DeviceType::CUDA); });
-  auto* allocator = c10::getDeviceAllocator(c10::DeviceType::CUDA);
-  TORCH_CHECK(allocator != nullptr, "PyTorch's CUDA allocator is not available; is this a CUDA build of torch?");
+  // PyTorch initialises its CUDA allocator lazily, at the first CUDA use; it cannot be swapped once it has
+  // served (torch.cuda.memory.change_current_allocator refuses), so the pointer is looked up once.  A static's
+  // initialisation check is inline; std::call_once was a call into libc on every flagos allocation.
+  static c10::DeviceAllocator* const allocator = [] {
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+    auto* cuda = c10::getDeviceAllocator(c10::DeviceType::CUDA);
+    TORCH_CHECK(cuda != nullptr, "PyTorch's CUDA allocator is not available; is this a CUDA build of torch?");
+    return cuda;
+  }();
   return *allocator;
 }
 
 }  // namespace
 
-c10::DataPtr FlagosDeviceAllocator::allocate(size_t nbytes) { return allocate_on(runtime::current_device(), nbytes); }
+c10::DataPtr FlagosDeviceAllocator::allocate(size_t nbytes) {
+  // CUDA's allocator serves the current device and says which one that was: no device query here.
+  auto memory = cuda_allocator().allocate(nbytes);  // raises torch.OutOfMemoryError when the device is full
+  memory.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, memory.device().index()));
+  return memory;
+}
 
 c10::DataPtr FlagosDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes) {
   const c10::Device where(c10::DeviceType::PrivateUse1, device);
