@@ -14,15 +14,15 @@ greedily.  Three ways of running the same decode loop:
   Also reported per side: inductor's count of graphs it ran without CUDA graphs (``cudagraph_skips``), and on
   flagos the number of graph replays, so that a figure without graphs on either side shows as such.
 
-flagos runs here, native cuda in the reference interpreter (`--reference-python`, _gpu_common.py says why),
-both pinned to the same two cores; the two take turns, one whole generation each, `--runs` times per mode,
-which goes first alternating.
+Native cuda runs in the reference interpreter (`--reference-python`, _gpu_common.py says why), flagos in a child
+of this interpreter (`--flagos-in-process`: in the benchmark's own process), both pinned to the same two cores;
+the two take turns, one whole generation each, `--runs` times per mode, which goes first alternating.
 Reported per mode: the median tokens/s of each side, the median of the per-pair ratios, and how many of the
 64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
 >= 2x flagos eager; compiled has no goal of its own yet.
 
     python benchmarks/device/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager graph compiled]
-        [--reference-python PY]
+        [--reference-python PY] [--flagos-in-process]
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from _gpu_common import (NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores,
-                         take_turns)
+from _gpu_common import (FlagosChild, NativeChild, ScriptChild, device_api, emit, flagos_layout, flagos_process, parser,
+                         reference_python, require_flagos, serve, share_cores, take_turns)
 
 LAYERS, HIDDEN, HEADS, FF, VOCAB = 8, 1024, 16, 2816, 32000
 PROMPT, NEW = 32, 64
@@ -201,18 +201,24 @@ def graph_counts(device: str) -> dict[str, int]:
 
 
 def failure_as_record(run: Any, mode: str) -> dict[str, Any]:
-    """The native child's answer: the run, or its error as a record (the child must outlive one failed mode)."""
+    """A child's answer: the run, or its error as a record (the child must outlive one failed mode)."""
     try:
         return run(mode)
     except Exception as error:  # noqa: BLE001 - reported to the parent, which records it per mode
-        return {"error": f"native: {type(error).__name__}: {str(error).splitlines()[0][:300]}"}
+        return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
 
 
-def native_run(native: Any, mode: str) -> dict[str, Any]:
-    answer = native.ask("run", mode)
-    if "error" in answer:
-        raise RuntimeError(answer["error"])
-    return answer
+class ChildDecoder:
+    """Parent side: a Decoder in a child process (`run MODE`), its failures raised here."""
+
+    def __init__(self, child: ScriptChild, side: str) -> None:
+        self.child, self.side = child, side
+
+    def run(self, mode: str) -> dict[str, Any]:
+        answer = self.child.ask("run", mode)
+        if "error" in answer:
+            raise RuntimeError(f"{self.side}: {answer['error']}")
+        return answer
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -221,10 +227,10 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "runs": [round(r["tokens_per_s"], 1) for r in runs], **counts}
 
 
-def compare(mode: str, native: Any, flagos: Decoder, runs: int) -> dict[str, Any]:
-    native_run(native, mode)  # warm-up: for graph the capture, for compiled the compile and the captures
+def compare(mode: str, native: ChildDecoder, flagos: Decoder | ChildDecoder, runs: int) -> dict[str, Any]:
+    native.run(mode)  # warm-up: for graph the capture, for compiled the compile and the captures
     flagos.run(mode)
-    done = take_turns({"native": lambda: native_run(native, mode), "flagos": lambda: flagos.run(mode)}, runs)
+    done = take_turns({"native": lambda: native.run(mode), "flagos": lambda: flagos.run(mode)}, runs)
     native_runs, flagos_runs = done["native"], done["flagos"]
     ratios = [f["tokens_per_s"] / n["tokens_per_s"] for n, f in zip(native_runs, flagos_runs)]
     same = sum(a == b for a, b in zip(native_runs[-1]["tokens"], flagos_runs[-1]["tokens"]))
@@ -238,6 +244,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5)
     # Separated by commas or spaces: tools/gpu-perf-round.sh passes a benchmark's arguments with commas as spaces.
     p.add_argument("--modes", nargs="+", default=list(MODES), help="eager, graph, compiled (commas or spaces)")
+    flagos_layout(p)
     args = p.parse_args()
     modes = [m for given in args.modes for m in given.split(",") if m]
     if not modes or any(m not in MODES for m in modes):
@@ -248,21 +255,30 @@ def main() -> int:
         serve({"run": lambda mode: failure_as_record(decoder.run, mode)})
         return 0
     require_flagos()
+    if args.flagos_child:
+        decoder = Decoder("flagos")
+        serve({"run": lambda mode: failure_as_record(decoder.run, mode)}, native=False)
+        return 0
     cores = share_cores()
-    native = NativeChild(reference_python(args.reference_python), __file__)
+    native_child = NativeChild(reference_python(args.reference_python), __file__)
+    flagos_child = None if args.flagos_in_process else FlagosChild(__file__)
     results: dict[str, Any] = {}
     try:
-        flagos = Decoder("flagos")
+        native = ChildDecoder(native_child, "native")
+        flagos = Decoder("flagos") if flagos_child is None else ChildDecoder(flagos_child, "flagos")
         for mode in modes:
             try:
                 results[mode] = compare(mode, native, flagos, args.runs)
             except Exception as error:  # noqa: BLE001 - one mode failing must not lose the others' figures
                 results[mode] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
-        native_env = native.ask("environment")
+        native_env = native_child.ask("environment")
     finally:
-        native.close()
+        native_child.close()
+        if flagos_child is not None:
+            flagos_child.close()
     report: dict[str, Any] = {"benchmark": "gpu_decode", "model": f"Llama {LAYERS}x{HIDDEN} bf16",
                               "prompt_tokens": PROMPT, "new_tokens": NEW, "cores": cores, "modes": results,
+                              "flagos_process": flagos_process(args),
                               "goals": {"eager": 0.95, "graph": 0.97, "graph_over_flagos_eager": 2.0}}
     for mode in ("graph", "compiled"):
         if "tokens_per_s" in results.get(mode, {}).get("flagos", {}) and "flagos" in results.get("eager", {}):
