@@ -99,21 +99,6 @@ def test_a_kernel_writes_its_result_into_flagos_memory(op: str, operands: tuple[
     assert result.untyped_storage().device == a.device
 
 
-@pytest.mark.parametrize("op", ["select_backward", "slice_backward"])
-def test_an_indexing_gradient_runs_as_one_kernel_call(op: str) -> None:
-    # PyTorch computes these on every backend by composition (zeros, then the view's copy_); on flagos the
-    # composition runs on kernel views, once, so the copy is the kernel's own and no runtime copy is made.
-    # The gradient is the CPU's, value for value.
-    grad, call = {
-        "select_backward": (torch.randn(4, 5), lambda g: torch.ops.aten.select_backward(g, [3, 4, 5], 0, 1)),
-        "slice_backward": (torch.randn(3, 4, 5), lambda g: torch.ops.aten.slice_backward(g, [3, 8, 5], 1, 1, 8, 2)),
-    }[op]
-    on_flagos = grad.to("flagos")
-    assert calls_per_run(lambda: call(on_flagos)) == {}
-    assert allocations_per_run(lambda: call(on_flagos)) == 1
-    assert torch.equal(call(on_flagos).cpu(), call(grad))
-
-
 def test_cpu_tensors_keep_the_cpu_allocator() -> None:
     # Outside flagos's kernels PyTorch's CPU allocator is the one it had: CPU tensors are CPU memory.
     before = torch.flagos.memory_stats()["allocation.all.allocated"]

@@ -85,12 +85,10 @@
 #include <ATen/ops/reciprocal_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/rsqrt_ops.h>
-#include <ATen/ops/select_backward_ops.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
-#include <ATen/ops/slice_backward_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
@@ -397,12 +395,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   unboxed<ops::index_select>(m);
   unboxed<ops::embedding_dense_backward>(m);
   unboxed<ops::cat>(m);
-  // Gradients of indexing that every backend computes by composition (zeros, the view, copy_): on flagos each of
-  // those would cross the device layer, and copy_ twice (copy_, then _copy_from); here the composition runs once,
-  // on kernel views.  Packed attention projections (q, k, v = proj[0], proj[1], proj[2]) and rotary embeddings
-  // (x[..., :d // 2]) make these in every layer's backward.
-  unboxed<ops::select_backward>(m);
-  unboxed<ops::slice_backward>(m);
   // optimizer updates: flagos tensors straight to the kernel device's kernel on the cuda platform
   direct<ops::_foreach_add__Scalar>(m);
   direct<ops::_foreach_add__List>(m);
