@@ -16,7 +16,9 @@ native CUDA does not.
 libgoogle-perftools4 has it); CPUPROFILE_FREQUENCY sets the sampling rate (250 suits a 250 Hz
 kernel, whose interval timer fires no faster).  `compare` symbolises both profiles with binutils
 (nm, readelf) on the machine that recorded them -- the libraries must be the ones the process
-mapped -- and prints microseconds per unit (a step) of A and B and their difference:
+mapped -- and prints microseconds per unit (a step) of A and B, their difference, and twice the
+difference's sampling error (each row's sample count is a Poisson count; a smaller difference is one the
+sampling alone could make):
 
 * per outermost operator (`at::_ops::<op>::call`) or autograd node (`<Node>::apply`) on the stack,
   inclusive, with the rest as "engine/other" (autograd engine frames) or "python/other";
@@ -41,6 +43,7 @@ import argparse
 import bisect
 import collections
 import ctypes
+import math
 import os
 import re
 import struct
@@ -211,9 +214,13 @@ def compare(a: Path, units_a: float, b: Path, units_b: float, top: int) -> str:
                           ("leaf library <- nearest caller outside it", ta.leaf_callers, tb.leaf_callers),
                           ("library, self", ta.library_self, tb.library_self),
                           ("function, self", ta.function_self, tb.function_self)):
-        lines += ["", f"== {title}: us per unit: A, B, B-A (largest |B-A| first)"]
+        lines += ["", f"== {title}: us per unit: A, B, B-A, twice the sampling error of B-A (largest |B-A| first)"]
         for key in sorted(set(xa) | set(xb), key=lambda k: -abs(xb[k] * kb - xa[k] * ka))[:top]:
-            lines.append(f"{xa[key] * ka:9.1f} {xb[key] * kb:9.1f} {xb[key] * kb - xa[key] * ka:+9.1f}  {key}")
+            # A row's sample count is a Poisson count: its variance is the count itself.  A difference smaller
+            # than twice its standard error is one the sampling alone could make.
+            us_a, us_b = xa[key] * ka, xb[key] * kb
+            error = 2 * math.sqrt(us_a * ka + us_b * kb)
+            lines.append(f"{us_a:9.1f} {us_b:9.1f} {us_b - us_a:+9.1f} {error:8.1f}  {key}")
     lines += ["", "== torch_fl functions in B, inclusive: us per unit"]
     lines += [f"{v * kb:9.1f}  {k}" for k, v in tb.torch_fl.most_common(top)]
     return "\n".join(lines)

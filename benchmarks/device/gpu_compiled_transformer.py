@@ -29,9 +29,10 @@ import sys
 import tempfile
 
 import torch
-from _gpu_common import emit, flagos_layout, flagos_process, parser, reference_python, require_flagos, share_cores, take_turns
-from gpu_transformer import (BATCH, D_MODEL, FF, HEADS, LAYERS, SEQ, ChildTrainer, FlagosTrainer, NativeTrainer, Trainer,
-                             serve_trainer, summary)
+from _gpu_common import (emit, flagos_layout, flagos_process, parser, reference_python, require_flagos, share_cores,
+                         take_turns)
+from gpu_transformer import (BATCH, D_MODEL, FF, HEADS, LAYERS, SEQ, ChildTrainer, FlagosTrainer, NativeTrainer,
+                             Trainer, serve_trainer, summary)
 
 GOAL_VS_NATIVE = 0.97
 

@@ -108,16 +108,16 @@ def test_compare_attributes_samples_to_operators_nodes_engine_and_callers(pcs: d
     done = run("compare", native, UNITS, flagos, UNITS)
     assert done.returncode == 0, done.stderr
     by_op = rows(done.stdout, "outermost operator or autograd node")
-    assert by_op["op add_Tensor"] == (1200.0, 2000.0, 800.0)
-    assert by_op["node AddBackward0"] == (800.0, 800.0, 0.0)
-    assert by_op["engine/other"] == (400.0, 1600.0, 1200.0)
+    assert by_op["op add_Tensor"] == (1200.0, 2000.0, 800.0, 2262.7)  # 2 * 400 * sqrt(3 + 5)
+    assert by_op["node AddBackward0"] == (800.0, 800.0, 0.0, 1600.0)
+    assert by_op["engine/other"] == (400.0, 1600.0, 1200.0, 1788.9)
     # Of add's 800 us more per unit, 400 lie inside its redispatch (the kernel device's kernel).
     any_op = rows(done.stdout, "operator anywhere on the stack")
-    assert any_op["add_Tensor"] == (1200.0, 2000.0, 800.0)
-    assert any_op["add_Tensor (redispatch)"] == (400.0, 800.0, 400.0)
+    assert any_op["add_Tensor"] == (1200.0, 2000.0, 800.0, 2262.7)
+    assert any_op["add_Tensor (redispatch)"] == (400.0, 800.0, 400.0, 1385.6)
     callers = rows(done.stdout, "leaf library <- nearest caller")
     (malloc_row,) = [v for k, v in callers.items() if k.startswith("libc.so")]
-    assert malloc_row == (0.0, 400.0, 400.0)
+    assert malloc_row == (0.0, 400.0, 400.0, 800.0)
     assert [k for k in callers if k.startswith("libc.so")][0].endswith(
         "libprofiled_fixture.so:torch_fl::aten::kernel_view")
     torch_fl = rows(done.stdout, "torch_fl functions in B")
