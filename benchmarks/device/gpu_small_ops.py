@@ -2,11 +2,10 @@
 
 Per op, the median (over 15 repeats of 500 calls, after 200 warm-up calls) of the time per call
 measured with CUDA events around the calls: for such small ops that is the host-side dispatch
-cost.  flagos runs here, native cuda in the reference interpreter (`--reference-python`,
-_gpu_common.py says why), both pinned to the same two cores; the two take turns repeat by
-repeat.  flagos runs in a child process too (this interpreter), started and driven as the native
-one is; `--flagos-in-process` times it in the benchmark's own process instead (_gpu_common.py says why
-the child is the default).  Goal: flagos/native <= 1.05.
+cost.  Native cuda runs in the reference interpreter (`--reference-python`, _gpu_common.py says
+why), flagos in a child of this interpreter started and driven the same way (`--flagos-in-process`:
+in the benchmark's own process), both pinned to the same two cores; the two take turns repeat by
+repeat.  Goal: flagos/native <= 1.05.
 
     python benchmarks/device/gpu_small_ops.py [--out gpu_small_ops.json] [--reference-python PY]
         [--flagos-in-process]
