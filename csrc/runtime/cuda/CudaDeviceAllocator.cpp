@@ -43,14 +43,11 @@ c10::DataPtr FlagosDeviceAllocator::allocate(size_t nbytes) {
 }
 
 c10::DataPtr FlagosDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes) {
-  const c10::Device where(c10::DeviceType::PrivateUse1, device);
   // CUDA's allocator serves the current device; a guard only where another one is asked for (the factories
   // that call this have already made theirs current, and a guard's exit costs a driver query).
   std::optional<c10::cuda::CUDAGuard> guard;
   if (device != c10::cuda::current_device()) guard.emplace(device);
-  auto memory = cuda_allocator().allocate(nbytes);  // raises torch.OutOfMemoryError when the device is full
-  memory.unsafe_set_device(where);
-  return memory;
+  return allocate(nbytes);
 }
 
 c10::DeleterFnPtr FlagosDeviceAllocator::raw_deleter() const { return nullptr; }
