@@ -20,10 +20,14 @@ what the alternation, the pipes and the machine's drift alone make of two
 identical sides.  `--turn-steps K` gives each side K steps per turn: the
 difference between K = 1 and a long K is what each side loses to finding the
 processor's caches as the other side left them.  A run's startup and warm-up take
-longer than its 150 steps, and fewer pairs leave a wider spread.
+longer than its 150 steps, and fewer pairs leave a wider spread.  `--counters` also
+counts each side's host work per step in hardware events (instructions, cycles, cache
+and branch misses; _thread_counters.py), from the end of the step's first synchronisation
+to the start of its last, on every thread: whether a slower side does more work or does
+the same work more slowly.  Reading them costs each step some 50 system calls.
 
     python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 150] [--reference-python PY]
-        [--flagos-in-process | --calibrate] [--turn-steps 1]
+        [--flagos-in-process | --calibrate] [--turn-steps 1] [--counters]
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections.abc import Callable
 import torch
 from _gpu_common import (FlagosChild, NativeChild, ScriptChild, device_api, emit, flagos_layout, flagos_process,
                          parser, reference_python, require_flagos, serve, share_cores, take_turns)
+from _thread_counters import CountersUnavailable, ThreadCounters, per_step
 
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
 
@@ -55,12 +60,24 @@ class Trainer:
         # Per timed step, the process's CPU time (every thread: autograd's device thread too) and context
         # switches: whether a slower side does more host work, or waits, or is preempted.
         self.usage: list[tuple[float, int, int]] = []
+        self.counters: ThreadCounters | None = None
+        self.counters_unavailable = ""
+        self.counted: list[dict[str, float]] = []
+
+    def count_host_work(self) -> dict:
+        """From the next step on, count each step's host work on every thread this process has now."""
+        try:
+            self.counters = ThreadCounters().open()
+        except CountersUnavailable as e:
+            self.counters_unavailable = str(e)
+        return {}
 
     def step(self, mark: Callable[[], None] = lambda: None) -> float:
         """One training step; `mark` is called after the forward and after the backward phase."""
         self.api.synchronize()
         before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
+        counted = self.counters.read() if self.counters else None
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(self.device, dtype=torch.bfloat16):
             loss = self.model(self.x).float().square().mean()
@@ -68,6 +85,9 @@ class Trainer:
         loss.backward()
         mark()
         self.optimizer.step()
+        if self.counters and counted is not None:
+            # before the synchronisation, whose wait spins in user mode for as long as the GPU runs
+            self.counted.append({k: v - counted[k] for k, v in self.counters.read().items()})
         self.api.synchronize()
         elapsed = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
@@ -89,6 +109,7 @@ class Trainer:
         self.api.synchronize()
         self.api.reset_peak_memory_stats()
         self.usage.clear()
+        self.counted.clear()
 
     def stats(self) -> dict[str, float]:
         cpu_ms, voluntary, involuntary = zip(*self.usage) if self.usage else ((0.0,), (0,), (0,))
@@ -96,13 +117,16 @@ class Trainer:
                 "last_loss": round(self.loss, 5),
                 "cpu_ms_per_step": round(statistics.median(cpu_ms), 2),
                 "voluntary_switches_per_step": statistics.median(voluntary),
-                "involuntary_switches_per_step": statistics.median(involuntary)}
+                "involuntary_switches_per_step": statistics.median(involuntary),
+                **({"host_counters": {"threads": self.counters.threads, **per_step(self.counted)}} if self.counters
+                   else {"host_counters_unavailable": self.counters_unavailable} if self.counters_unavailable
+                   else {})}
 
 
 def serve_trainer(trainer: Trainer, extra: dict[str, Callable[..., dict]] | None = None, native: bool = True) -> None:
     """Child side: answer step, reset_peak, stats (and extra's commands) for `trainer`."""
     serve({"step": lambda: {"ms": trainer.step()}, "reset_peak": lambda: trainer.reset_peak() or {},
-           "stats": trainer.stats, **(extra or {})}, native=native)
+           "count_host_work": trainer.count_host_work, "stats": trainer.stats, **(extra or {})}, native=native)
 
 
 class ChildTrainer(ScriptChild):
@@ -113,6 +137,9 @@ class ChildTrainer(ScriptChild):
 
     def reset_peak(self) -> None:
         self.ask("reset_peak")
+
+    def count_host_work(self) -> dict:
+        return self.ask("count_host_work")
 
     def stats(self) -> dict[str, float]:
         return self.ask("stats")
@@ -143,6 +170,13 @@ def summary(times_ms: list[float], stats: dict[str, float]) -> dict[str, float]:
     return {"step_ms": round(step_ms, 2), "tokens_per_s": round(BATCH * SEQ / step_ms * 1000, 1), **stats}
 
 
+def counter_ratios(native: dict, flagos: dict) -> dict[str, dict[str, float]]:
+    """flagos / native per counted event, where both sides counted."""
+    n, f = native.get("host_counters", {}), flagos.get("host_counters", {})
+    ratios = {k: round(f[k] / n[k], 4) for k in n if k != "threads" and k in f and n[k]}
+    return {"host_counter_ratios": ratios} if ratios else {}
+
+
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=150)
@@ -152,6 +186,8 @@ def main() -> int:
                    "of two identical sides")
     p.add_argument("--turn-steps", type=int, default=1, help="steps per side per turn (--steps is rounded down "
                    "to a multiple)")
+    p.add_argument("--counters", action="store_true", help="count each side's host work per step in hardware "
+                   "events (instructions, cycles, misses)")
     args = p.parse_args()
     if args.calibrate and args.flagos_in_process:
         p.error("--calibrate puts a native child in flagos's place: it takes no --flagos-in-process")
@@ -178,6 +214,9 @@ def main() -> int:
         take_turns(steps, args.warmup)
         native.reset_peak()
         flagos.reset_peak()
+        if args.counters:
+            native.count_host_work()
+            flagos.count_host_work()
         times = take_turns(steps, args.steps // args.turn_steps, args.turn_steps)
         native_ms, flagos_ms = times["native"], times["flagos"]
         native_result, flagos_result = summary(native_ms, native.stats()), summary(flagos_ms, flagos.stats())
@@ -190,13 +229,14 @@ def main() -> int:
         "benchmark": "gpu_transformer",
         "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
                    "autocast": "bfloat16", "optimizer": "AdamW", "steps": len(native_ms), "warmup": args.warmup,
-                   "cores": cores, "first": "alternating", "turn_steps": args.turn_steps,
+                   "cores": cores, "first": "alternating", "turn_steps": args.turn_steps, "counters": args.counters,
                    "flagos_process": "native child (calibration)" if args.calibrate else flagos_process(args)},
         "native": native_result, "flagos": flagos_result,
         "steps_ms": {"native": [round(t, 2) for t in native_ms], "flagos": [round(t, 2) for t in flagos_ms]},
         "throughput_ratio": round(flagos_result["tokens_per_s"] / native_result["tokens_per_s"], 4),
         "median_pair_ratio": round(statistics.median(n / f for n, f in zip(native_ms, flagos_ms)), 4),
         "peak_memory_ratio": round(flagos_result["peak_memory_mib"] / native_result["peak_memory_mib"], 4),
+        **counter_ratios(native_result, flagos_result),
         # two native sides have no goal to meet: their ratios are the harness's own spread
         **({} if args.calibrate else {"goals": {"min_throughput_ratio": 0.97, "min_throughput_ratio_any_run": 0.95,
                                                 "max_peak_memory_ratio": 1.02}}),
