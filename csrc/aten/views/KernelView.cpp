@@ -148,28 +148,32 @@ const at::Tensor& take_over(CachedView& entry, const at::Tensor& flagos_tensor) 
 
 }  // namespace
 
-at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
+c10::MaybeOwned<at::Tensor> cached_kernel_view(const at::Tensor& flagos_tensor) {
   const c10::TensorImpl* impl = flagos_tensor.unsafeGetTensorImpl();
   // Zero tensors get a fresh expanded zero each time; tensors with symbolic
   // sizes or without storage are not the plain tensors this serves.
   if (flagos_tensor._is_zerotensor() || impl->has_symbolic_sizes_strides() || !impl->unsafe_storage()) {
-    return kernel_view(flagos_tensor);
+    return c10::MaybeOwned<at::Tensor>::owned(kernel_view(flagos_tensor));
   }
   ThreadViews& views = thread_views();
   for (CachedView& recent : views.recent) {
-    if (recent.owner == impl && still_matches(recent.view, flagos_tensor)) return recent.view;
+    if (recent.owner == impl && still_matches(recent.view, flagos_tensor)) {
+      return c10::MaybeOwned<at::Tensor>::borrowed(recent.view);
+    }
   }
   // A recent view that this call's earlier arguments do not hold takes the tensor, whether or not the table
   // has a view of it: the table's would be cold.
   for (size_t tries = 0; tries < kRecentViews; ++tries) {
     CachedView& recent = views.recent[views.next_recent];
     views.next_recent = (views.next_recent + 1) % kRecentViews;
-    if (!recent.view.defined() || held_only_by_caller(recent.view)) return take_over(recent, flagos_tensor);
+    if (!recent.view.defined() || held_only_by_caller(recent.view)) {
+      return c10::MaybeOwned<at::Tensor>::borrowed(take_over(recent, flagos_tensor));
+    }
   }
   // Every recent view is this call's: a call with many tensor arguments.
   CachedView& slot = slot_of(views, impl);
-  if (slot.owner == impl && still_matches(slot.view, flagos_tensor)) return slot.view;
-  return take_over(slot, flagos_tensor);
+  if (slot.owner == impl && still_matches(slot.view, flagos_tensor)) return c10::MaybeOwned<at::Tensor>::borrowed(slot.view);
+  return c10::MaybeOwned<at::Tensor>::borrowed(take_over(slot, flagos_tensor));
 }
 
 void forget_kernel_view(const at::Tensor& flagos_tensor) {
@@ -381,13 +385,7 @@ at::Tensor dense_to_device(at::Tensor cpu, c10::Device device) {
 // holds the kernel's through adopt_kernel_allocation(), which is how the device
 // allocator recognises shared memory (recordStream must reach the kernel allocator's block).
 at::Tensor adopt_device_result(at::Tensor result, c10::Device device) {
-  if (relabelable(result) && held_only_here(result.storage())) {
-    // The usual case, a fresh result: its own storage becomes flagos memory, as its TensorImpl becomes a
-    // flagos tensor (no second storage, no wrapper to allocate and free per result).
-    c10::Storage own = result.storage();
-    adopt_kernel_storage_in_place(*own.unsafeGetStorageImpl(), device.index());
-    return relabel(std::move(result), std::move(own), std::nullopt);
-  }
+  // (A fresh result that nothing else holds took adopt_fresh_in_place() instead.)
   c10::Storage adopted(c10::Storage::use_byte_size_t(), result.storage().nbytes(),
                        adopt_kernel_allocation(result.storage(), device.index()), &device_allocator(),
                        /*resizable=*/true);
@@ -398,7 +396,22 @@ at::Tensor adopt_device_result(at::Tensor result, c10::Device device) {
 
 }  // namespace
 
+bool adopt_fresh_in_place(at::Tensor& result, c10::Device device) {
+  c10::TensorImpl* impl = result.unsafeGetTensorImpl();
+  const c10::Storage& storage = impl->unsafe_storage();
+  if (!storage || !relabelable(result) || !held_only_here(storage) || !is_device_memory(storage.data_ptr())) {
+    return false;
+  }
+  // Its own storage becomes flagos memory, as its TensorImpl becomes a flagos tensor: no second storage, no
+  // wrapper to allocate and free per result.
+  adopt_kernel_storage_in_place(*storage.unsafeGetStorageImpl(), device.index());
+  impl->set_storage_keep_dtype(storage);  // the same storage: the tensor's device is read again from it
+  impl->_change_backend_component_keys(device);
+  return true;
+}
+
 at::Tensor from_kernel_result(at::Tensor result, c10::Device device) {
+  if (adopt_fresh_in_place(result, device)) return result;
   TORCH_CHECK_NOT_IMPLEMENTED(result.layout() == c10::kStrided, sparse_layout_advice(result.layout()));
   if (result._is_zerotensor()) {
     return efficient_zero_tensor(result.sym_sizes(), result.scalar_type(), std::nullopt, device, std::nullopt);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/MaybeOwned.h>
 
 namespace torch_fl::aten {
 
@@ -35,7 +36,9 @@ at::Tensor kernel_view_sharing(const at::Tensor& flagos_tensor, const c10::Stora
 // identity, data pointer, byte size, sizes, strides, offset, dtype, conjugate
 // and negative bits) on every use, so set_, resize_, as_strided_, `.data =`,
 // torch.utils.swap_tensors or a storage resize can never leave a stale one in use.
-at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor);
+// A cached view is lent, not copied: the caller takes a reference of its own (a copy) before
+// anything else can ask for a view, since the view goes to another tensor once nothing holds it.
+c10::MaybeOwned<at::Tensor> cached_kernel_view(const at::Tensor& flagos_tensor);
 
 // Drops the calling thread's cached view of `flagos_tensor`, if it has one.
 void forget_kernel_view(const at::Tensor& flagos_tensor);
@@ -58,6 +61,11 @@ void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to);
 // nothing else holds becomes that flagos tensor in place (no second
 // TensorImpl); one still held elsewhere is left as it is.
 at::Tensor from_kernel_result(at::Tensor result, c10::Device device);
+
+// from_kernel_result() for the usual result, in one pass over its fields: a fresh dense kernel device tensor
+// that nothing else holds, over device memory that nothing else holds, becomes a flagos tensor on `device` in
+// place.  False, and `result` as it was, for any other.
+bool adopt_fresh_in_place(at::Tensor& result, c10::Device device);
 
 // Nothing but the caller holds `t` or its storage (no other tensor, storage, weak or Python reference): a
 // kernel's fresh result, which aliases no other tensor.
