@@ -47,7 +47,7 @@ at::Tensor to_copy_on_kernel_device(const at::Tensor& self, std::optional<c10::S
   }
   // Straight to the kernel device's kernel: a top-level at::_to_copy would dispatch from the start again.
   // The source's view is the cached one: autocast casts the same weights in every step.
-  auto result = at::_ops::_to_copy::redispatch(kernel_dispatch_keys(), is_flagos(self) ? *cached_kernel_view(self) : self,
+  auto result = at::_ops::_to_copy::redispatch(kernel_dispatch_keys(), is_flagos(self) ? cached_kernel_view(self) : self,
                                                dtype, layout, kernel_target, pin_memory, non_blocking, memory_format);
   if (target.type() != c10::DeviceType::PrivateUse1) return result;
   // Moved, so that nothing else holds it: the result becomes the flagos tensor in place.

@@ -20,7 +20,7 @@ at::Tensor CallViews::add_entry(c10::MaybeOwned<at::Tensor> t, bool written) {
   TORCH_CHECK(entries_.empty() || entries_.front().flagos->device() == t->device(),
               "Expected all tensors to be on the same device, but found at least two devices, ",
               entries_.front().flagos->device(), " and ", t->device(), "!");
-  at::Tensor view = *cached_kernel_view(*t);  // this call's reference: the view stays its until the call ends
+  auto view = cached_kernel_view(*t);
   // A written argument and another argument over the same flagos storage get views over one kernel
   // storage, as the two tensors have one storage: PyTorch's overlap checks know aliases by their
   // storage (MemoryOverlap.cpp: x[1:].add_(x[:-1]) must raise, not compute), and a kernel that
@@ -54,12 +54,12 @@ void CallViews::sync_written() {
 
 at::Tensor CallViews::to_flagos(at::Tensor result, c10::Device device) {
   if (!result.defined() || is_flagos(result)) return result;
-  // The usual result, a fresh tensor that nothing else holds: no view of this call (each view is held here).
+  // A fresh tensor: nothing else holds it or its storage, so it is no view of this call (each view is held
+  // here) and shares no view's storage (each view holds its own): no search.  The usual one, over device
+  // memory, becomes flagos in place at once.
   if (adopt_fresh_in_place(result, device)) return result;
   // Not strided: no storage to match; from_kernel_result says so in one line.
   if (result.layout() != c10::kStrided) return from_kernel_result(std::move(result), device);
-  // The usual result, a fresh tensor: nothing else holds it or its storage, so it is no view of this call
-  // (each view is held here) and shares no view's storage (each view holds its own): no search.
   if (held_only_by_caller(result)) return from_kernel_result(std::move(result), device);
   const auto k = find(result);
   if (!k.has_value()) return from_kernel_result(std::move(result), device);

@@ -148,32 +148,28 @@ const at::Tensor& take_over(CachedView& entry, const at::Tensor& flagos_tensor) 
 
 }  // namespace
 
-c10::MaybeOwned<at::Tensor> cached_kernel_view(const at::Tensor& flagos_tensor) {
+at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor) {
   const c10::TensorImpl* impl = flagos_tensor.unsafeGetTensorImpl();
   // Zero tensors get a fresh expanded zero each time; tensors with symbolic
   // sizes or without storage are not the plain tensors this serves.
   if (flagos_tensor._is_zerotensor() || impl->has_symbolic_sizes_strides() || !impl->unsafe_storage()) {
-    return c10::MaybeOwned<at::Tensor>::owned(kernel_view(flagos_tensor));
+    return kernel_view(flagos_tensor);
   }
   ThreadViews& views = thread_views();
   for (CachedView& recent : views.recent) {
-    if (recent.owner == impl && still_matches(recent.view, flagos_tensor)) {
-      return c10::MaybeOwned<at::Tensor>::borrowed(recent.view);
-    }
+    if (recent.owner == impl && still_matches(recent.view, flagos_tensor)) return recent.view;
   }
   // A recent view that this call's earlier arguments do not hold takes the tensor, whether or not the table
   // has a view of it: the table's would be cold.
   for (size_t tries = 0; tries < kRecentViews; ++tries) {
     CachedView& recent = views.recent[views.next_recent];
     views.next_recent = (views.next_recent + 1) % kRecentViews;
-    if (!recent.view.defined() || held_only_by_caller(recent.view)) {
-      return c10::MaybeOwned<at::Tensor>::borrowed(take_over(recent, flagos_tensor));
-    }
+    if (!recent.view.defined() || held_only_by_caller(recent.view)) return take_over(recent, flagos_tensor);
   }
   // Every recent view is this call's: a call with many tensor arguments.
   CachedView& slot = slot_of(views, impl);
-  if (slot.owner == impl && still_matches(slot.view, flagos_tensor)) return c10::MaybeOwned<at::Tensor>::borrowed(slot.view);
-  return c10::MaybeOwned<at::Tensor>::borrowed(take_over(slot, flagos_tensor));
+  if (slot.owner == impl && still_matches(slot.view, flagos_tensor)) return slot.view;
+  return take_over(slot, flagos_tensor);
 }
 
 void forget_kernel_view(const at::Tensor& flagos_tensor) {

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <c10/util/MaybeOwned.h>
 
 namespace torch_fl::aten {
 
@@ -36,9 +35,7 @@ at::Tensor kernel_view_sharing(const at::Tensor& flagos_tensor, const c10::Stora
 // identity, data pointer, byte size, sizes, strides, offset, dtype, conjugate
 // and negative bits) on every use, so set_, resize_, as_strided_, `.data =`,
 // torch.utils.swap_tensors or a storage resize can never leave a stale one in use.
-// A cached view is lent, not copied: the caller takes a reference of its own (a copy) before
-// anything else can ask for a view, since the view goes to another tensor once nothing holds it.
-c10::MaybeOwned<at::Tensor> cached_kernel_view(const at::Tensor& flagos_tensor);
+at::Tensor cached_kernel_view(const at::Tensor& flagos_tensor);
 
 // Drops the calling thread's cached view of `flagos_tensor`, if it has one.
 void forget_kernel_view(const at::Tensor& flagos_tensor);
