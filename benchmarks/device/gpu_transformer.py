@@ -24,7 +24,7 @@ longer than its 150 steps, and fewer pairs leave a wider spread.  `--counters` a
 counts each side's host work per step in hardware events (instructions, cycles, cache
 and branch misses; _thread_counters.py), from the end of the step's first synchronisation
 to the start of its last, on every thread: whether a slower side does more work or does
-the same work more slowly.  Reading them costs each step some 50 system calls.
+the same work more slowly.  Reading them costs each step two system calls per thread.
 
     python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 150] [--reference-python PY]
         [--flagos-in-process | --calibrate] [--turn-steps 1] [--counters]
