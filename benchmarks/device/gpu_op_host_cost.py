@@ -10,7 +10,14 @@ time per op goes.  Where this interpreter's torch is a CUDA build, rows named "o
 the op in this process on plain cuda tensors and on flagos's kernel views (against the same native op), which
 splits the difference between loading torch_fl, the kernel views and the flagos layer itself.  A diagnostic for gpu_decode.py and gpu_transformer.py, not a goal of its own.
 
+A loop of one op keeps the code it runs in the processor's instruction cache; a step does not: between two
+calls of an op it runs the code of many others.  `--cold-code` runs sixteen other operators on small CPU
+tensors (the same on both sides) before each call and times the call alone, so that each call finds its code
+as a step leaves it.  The difference between the two modes is what the device layer's code costs when it has
+to be fetched again.  `--ops add,linear,...` times those ops only.
+
     python benchmarks/device/gpu_op_host_cost.py [--out gpu_op_host_cost.json] [--number 2000] [--repeats 7]
+        [--cold-code] [--ops NAME,...]
 """
 
 from __future__ import annotations
@@ -89,23 +96,52 @@ def cases(device: str) -> dict[str, Callable[[], object]]:
     }
 
 
-def host_us(device: str, call: Callable[[], object], number: int) -> float:
+def other_code() -> Callable[[], None]:
+    """Sixteen operators on small CPU tensors, one call each: other code run between two calls of an op."""
+    v, m = torch.randn(16), torch.randn(4, 4)
+    calls: list[Callable[[], object]] = [
+        lambda: torch.sin(v), lambda: torch.cumsum(v, 0), lambda: torch.sort(v), lambda: torch.topk(v, 3),
+        lambda: torch.std(v), lambda: torch.remainder(v, 2), lambda: torch.roll(v, 1), lambda: torch.unique(v),
+        lambda: torch.where(v > 0, v, 0.0), lambda: torch.median(v), lambda: m @ m, lambda: torch.inverse(m + 4),
+        lambda: torch.lgamma(v), lambda: torch.histc(v), lambda: torch.logcumsumexp(v, 0), lambda: F.gelu(v)]
+
+    def run() -> None:
+        for call in calls:
+            call()
+    return run
+
+
+def host_us(device: str, call: Callable[[], object], number: int, between: Callable[[], None] | None = None) -> float:
+    """Microseconds of host time per call of `call`; with `between`, run before each call and not timed."""
     api = device_api(device)
     api.synchronize()
-    start = time.perf_counter()
+    if between is None:
+        start = time.perf_counter()
+        for _ in range(number):
+            call()
+        api.synchronize()
+        return (time.perf_counter() - start) / number * 1e6
+    spent = 0
     for _ in range(number):
+        between()
+        start_ns = time.perf_counter_ns()
         call()
+        spent += time.perf_counter_ns() - start_ns
     api.synchronize()
-    return (time.perf_counter() - start) / number * 1e6
+    return spent / number / 1e3
 
 
-def timers(device: str, number: int) -> dict[str, Callable[[], float]]:
+def timers(device: str, number: int, cold_code: bool = False, ops: set[str] | None = None
+           ) -> dict[str, Callable[[], float]]:
     out = {}
+    between = other_code() if cold_code else None
     with torch.inference_mode():
         for name, call in cases(device).items():
+            if ops is not None and name.split("@")[0] not in ops:
+                continue
             for _ in range(200):
                 call()
-            out[name] = lambda call=call: host_us(device, call, number)
+            out[name] = lambda call=call: host_us(device, call, number, between)
     return out
 
 
@@ -113,9 +149,15 @@ def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--number", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--cold-code", action="store_true", help="run other operators' code before each call, as a "
+                   "step does, and time the call alone")
+    p.add_argument("--ops", help="comma-separated op names to time (default: all)")
     args = p.parse_args()
+    ops = set(args.ops.split(",")) if args.ops else None
+    if ops is not None and not ops <= set(cases("cpu")):
+        p.error(f"--ops: unknown {sorted(ops - set(cases('cpu')))}; choose from {sorted(cases('cpu'))}")
     if args.native_child:
-        native_timers = timers("cuda", args.number)
+        native_timers = timers("cuda", args.number, args.cold_code, ops)
 
         def time_op(name: str) -> dict[str, float]:
             with torch.inference_mode():
@@ -125,10 +167,11 @@ def main() -> int:
         return 0
     require_flagos()
     cores = share_cores()
-    native = NativeChild(reference_python(args.reference_python), __file__, "--number", str(args.number))
+    native = NativeChild(reference_python(args.reference_python), __file__, "--number", str(args.number),
+                         *(["--cold-code"] if args.cold_code else []), *(["--ops", args.ops] if args.ops else []))
     rows = []
     try:
-        flagos = timers("flagos", args.number)
+        flagos = timers("flagos", args.number, args.cold_code, ops)
         for name, flagos_timer in flagos.items():
             native_us, flagos_us = [], []
             for _ in range(args.repeats):
@@ -143,7 +186,8 @@ def main() -> int:
         native.close()
     rows.sort(key=lambda r: -r["extra_us"])
     ratios = [r["ratio"] for r in rows]
-    return emit({"benchmark": "gpu_op_host_cost", "number": args.number, "cores": cores, "ops": rows,
+    return emit({"benchmark": "gpu_op_host_cost", "number": args.number, "cold_code": args.cold_code, "cores": cores,
+                 "ops": rows,
                  "median_ratio": statistics.median(ratios), "median_extra_us": statistics.median(
                      r["extra_us"] for r in rows)}, args.out, native_env)
 
