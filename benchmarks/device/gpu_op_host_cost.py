@@ -154,8 +154,10 @@ def main() -> int:
     p.add_argument("--ops", help="comma-separated op names to time (default: all)")
     args = p.parse_args()
     ops = set(args.ops.split(",")) if args.ops else None
-    if ops is not None and not ops <= set(cases("cpu")):
-        p.error(f"--ops: unknown {sorted(ops - set(cases('cpu')))}; choose from {sorted(cases('cpu'))}")
+    if ops is not None:
+        known = set(cases("cpu"))
+        if not ops <= known:
+            p.error(f"--ops: unknown {sorted(ops - known)}; choose from {sorted(known)}")
     if args.native_child:
         native_timers = timers("cuda", args.number, args.cold_code, ops)
 

@@ -85,7 +85,7 @@ class Trainer:
         loss.backward()
         mark()
         self.optimizer.step()
-        if self.counters and counted is not None:
+        if counted is not None:
             # before the synchronisation, whose wait spins in user mode for as long as the GPU runs
             self.counted.append({k: v - counted[k] for k, v in self.counters.read().items()})
         self.api.synchronize()
@@ -118,9 +118,13 @@ class Trainer:
                 "cpu_ms_per_step": round(statistics.median(cpu_ms), 2),
                 "voluntary_switches_per_step": statistics.median(voluntary),
                 "involuntary_switches_per_step": statistics.median(involuntary),
-                **({"host_counters": {"threads": self.counters.threads, **per_step(self.counted)}} if self.counters
-                   else {"host_counters_unavailable": self.counters_unavailable} if self.counters_unavailable
-                   else {})}
+                **self.counter_stats()}
+
+    def counter_stats(self) -> dict[str, object]:
+        """The counted host work per step; why there is none where counting was asked for and failed."""
+        if self.counters:
+            return {"host_counters": {"threads": self.counters.threads, **per_step(self.counted)}}
+        return {"host_counters_unavailable": self.counters_unavailable} if self.counters_unavailable else {}
 
 
 def serve_trainer(trainer: Trainer, extra: dict[str, Callable[..., dict]] | None = None, native: bool = True) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import pytest
 from support.paths import REPO
@@ -15,7 +16,6 @@ import _thread_counters as counters  # noqa: E402
 
 
 def burn(seconds: float) -> None:
-    import time
     end = time.thread_time() + seconds
     while time.thread_time() < end:
         pass
