@@ -113,6 +113,7 @@ CASES = [
     Case("transpose_matmul", lambda a, b: a.t() @ b[:, ::2], many(rand(5, 4), rand(5, 6))),
     Case("permute_reshape", lambda a: a.permute(2, 0, 1).reshape(4, -1).contiguous() * 2, rand(2, 3, 4)),
     Case("narrow_expand", lambda a, b: a.narrow(1, 1, 3) + b.expand(4, 3), many(rand(4, 5), rand(1, 3))),
+    Case("select_slice", lambda a: (a[1], a[:, 1:4], a[2, ::2]), rand(5, 5)),
     Case("unfold_diagonal", lambda a: a.unfold(0, 2, 1).sum() + a.diagonal().sum(), rand(5, 5)),
     Case("as_strided", lambda a: a.as_strided((3, 3), (1, 3), 1) * 2, rand(16)),
     Case("noncontig_elementwise", lambda a: (a[::2, 1::2] * a[1::2, ::2]).exp(), rand(6, 6), (F32, BF16)),

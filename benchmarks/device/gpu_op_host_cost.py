@@ -47,6 +47,7 @@ def cases(device: str) -> dict[str, Callable[[], object]]:
     table, ids = rand(4096, HIDDEN), torch.tensor([[7]], device=device)
     cache, position, one = rand(1, HEADS, CACHE, HIDDEN // HEADS), torch.tensor([5], device=device), q.clone()
     small = rand(32, 32, dtype=torch.float32)
+    mask = rand(1, 1, HIDDEN) > 0
     out = rand(1, HIDDEN)  # the out= buffer of mm_out, as inductor's extern mm calls write one
     variants: dict[str, Callable[[], object]] = {}
     if device == "flagos" and torch.version.cuda:
@@ -91,6 +92,8 @@ def cases(device: str) -> dict[str, Callable[[], object]]:
         "clone": lambda: x.clone(),
         "contiguous": lambda: q.transpose(1, 2).contiguous(),
         "arange": lambda: torch.arange(32, device=device),
+        "select_backward": lambda: torch.ops.aten.select_backward(x.view(1, HIDDEN), [3, 1, HIDDEN], 0, 1),
+        "masked_fill": lambda: x.masked_fill(mask, 0.0),
         "zeros": lambda: torch.zeros(1, HIDDEN, device=device, **bf16),
         "empty": lambda: torch.empty(1, HIDDEN, device=device, **bf16),
     }

@@ -36,6 +36,40 @@ def test_op_override_and_dispatch_log(run_python) -> None:
     assert "[torch_fl] aten::arange.start_out -> host" in result.stderr
 
 
+def test_composites_cross_the_device_layer_once(run_python) -> None:
+    # Every backend runs select_backward as zeros, select and copy_, masked_fill as clone and masked_fill_:
+    # on flagos each part would be routed on its own.  The dispatch log names what reaches the layer.
+    result = run_python(
+        """
+        import sys, torch
+        g = torch.randn(16, 64, device="flagos")
+        column = g[:, 0].contiguous()
+        mask = g > 0
+        calls = {
+            "select_backward": lambda: torch.ops.aten.select_backward(g, [3, 16, 64], 0, 1),
+            "slice_backward": lambda: torch.ops.aten.slice_backward(g, [32, 64], 0, 4, 20, 1),
+            "diagonal_backward": lambda: torch.ops.aten.diagonal_backward(column, [16, 16], 0, 0, 1),
+            "masked_fill.Scalar": lambda: g.masked_fill(mask, 0.5),
+            "masked_fill.Tensor": lambda: g.masked_fill(mask, torch.tensor(0.5)),
+        }
+        for name, call in calls.items():
+            print("calling", name, file=sys.stderr, flush=True)
+            out = call()
+            print("device", out.device.type, file=sys.stderr, flush=True)
+        """,
+        env={"FLAGOS_LOG_DISPATCH": "1"},
+    )
+    routed: dict[str, list[str]] = {}
+    for line in result.stderr.splitlines():
+        if line.startswith("calling "):
+            current = routed.setdefault(line.split()[1], [])
+        elif line.startswith("[torch_fl] aten::") and routed:
+            current.append(line.split()[1].removeprefix("aten::"))
+        elif line.startswith("device "):
+            assert line == "device flagos"
+    assert routed == {name: [name] for name in routed} and len(routed) == 5, result.stderr
+
+
 @pytest.mark.parametrize("override", [None, "cpu"])
 def test_direct_kernels_follow_the_routing_table(run_python, override: str | None) -> None:
     # Without the dispatch log (which sends every call through the routed fallback):

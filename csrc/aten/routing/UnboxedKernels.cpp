@@ -60,6 +60,7 @@
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
+#include <ATen/ops/diagonal_backward_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/clone_ops.h>
 #include <ATen/ops/div_ops.h>
@@ -71,6 +72,8 @@
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/log_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/select_backward_ops.h>
+#include <ATen/ops/slice_backward_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
@@ -395,6 +398,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   unboxed<ops::index_select>(m);
   unboxed<ops::embedding_dense_backward>(m);
   unboxed<ops::cat>(m);
+  // Composites that every backend runs as several operators (zeros, a view, copy_; clone, then the in-place
+  // form): on flagos each of those would cross the layer and make its own kernel views; on the kernel device
+  // the whole composite is one crossing, and runs exactly the code native CUDA runs.  The gradients of
+  // indexing (proj[0] in attention's packed projection) and masking make them hot.
+  unboxed<ops::select_backward>(m);
+  unboxed<ops::slice_backward>(m);
+  unboxed<ops::diagonal_backward>(m);
+  unboxed<ops::masked_fill_Scalar>(m);
+  unboxed<ops::masked_fill_Tensor>(m);
   // optimizer updates: flagos tensors straight to the kernel device's kernel on the cuda platform
   direct<ops::_foreach_add__Scalar>(m);
   direct<ops::_foreach_add__List>(m);
