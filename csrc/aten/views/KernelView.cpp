@@ -46,11 +46,44 @@ at::Tensor kernel_view(const at::Tensor& flagos_tensor) {
                                   c10::GetAllocator(where.type()), /*resizable=*/true));
 }
 
+namespace {
+
+// A kernel view's TensorImpl.  Its geometry is always a flagos tensor's, which has already worked out what
+// TensorImpl derives from sizes and strides (element count, contiguity in each memory format, dense or
+// not): the view takes those along with the sizes and strides instead of recomputing them, as
+// set_sizes_and_strides would.  That recomputation is a large body of code, run for most arguments (a view
+// is rebound to the next call's tensors, whose shapes differ from the last ones'), and a training step runs
+// so much other code between two calls that each call fetched it into the instruction cache again.
+struct KernelViewImpl final : c10::TensorImpl {
+  using c10::TensorImpl::TensorImpl;
+
+  // `source` has plain (not symbolic, not custom) sizes and strides, as every flagos tensor with storage.
+  void take_geometry(const c10::TensorImpl& source) {
+    sizes_and_strides_.set_sizes(source.sizes());
+    sizes_and_strides_.set_strides(source.strides());
+    storage_offset_ = source.storage_offset();
+    numel_ = source.numel();
+    is_contiguous_ = source.is_contiguous_default(c10::MemoryFormat::Contiguous);
+    is_channels_last_contiguous_ = source.is_contiguous_default(c10::MemoryFormat::ChannelsLast);
+    is_channels_last_3d_contiguous_ = source.is_contiguous_default(c10::MemoryFormat::ChannelsLast3d);
+    is_channels_last_ = source.is_strides_like_default(c10::MemoryFormat::ChannelsLast);
+    is_channels_last_3d_ = source.is_strides_like_default(c10::MemoryFormat::ChannelsLast3d);
+    is_non_overlapping_and_dense_ = source.is_non_overlapping_and_dense_default();
+  }
+};
+
+}  // namespace
+
 at::Tensor kernel_view_sharing(const at::Tensor& flagos_tensor, const c10::Storage& kernel_storage) {
-  auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(kernel_storage), kernel_dispatch_keys(),
-                                                       flagos_tensor.dtype());
-  view.unsafeGetTensorImpl()->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(),
-                                                    flagos_tensor.storage_offset());
+  auto view = at::detail::make_tensor<KernelViewImpl>(c10::Storage(kernel_storage), kernel_dispatch_keys(),
+                                                      flagos_tensor.dtype());
+  const c10::TensorImpl& source = *flagos_tensor.unsafeGetTensorImpl();
+  if (source.has_symbolic_sizes_strides()) {
+    view.unsafeGetTensorImpl()->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(),
+                                                      flagos_tensor.storage_offset());
+  } else {
+    static_cast<KernelViewImpl*>(view.unsafeGetTensorImpl())->take_geometry(source);
+  }
   copy_lazy_bits(flagos_tensor, view);
   return view;
 }
@@ -294,7 +327,8 @@ bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tenso
   // Consecutive ops mostly see one shape: the geometry is rewritten (and its contiguity recomputed) only where
   // it changes.
   if (!same_values(impl->sizes(), flagos_tensor.sizes()) || !same_values(impl->strides(), flagos_tensor.strides())) {
-    impl->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(), flagos_tensor.storage_offset());
+    // Every view the cache holds was made by kernel_view_sharing, for a tensor with plain sizes (cached_kernel_view).
+    static_cast<KernelViewImpl*>(impl)->take_geometry(*flagos_tensor.unsafeGetTensorImpl());
   } else if (impl->storage_offset() != flagos_tensor.storage_offset()) {
     impl->set_storage_offset(flagos_tensor.storage_offset());
   }
