@@ -57,18 +57,34 @@ namespace {
 struct KernelViewImpl final : c10::TensorImpl {
   using c10::TensorImpl::TensorImpl;
 
-  // `source` has plain (not symbolic, not custom) sizes and strides, as every flagos tensor with storage.
   void take_geometry(const c10::TensorImpl& source) {
-    sizes_and_strides_.set_sizes(source.sizes());
-    sizes_and_strides_.set_strides(source.strides());
-    storage_offset_ = source.storage_offset();
-    numel_ = source.numel();
-    is_contiguous_ = source.is_contiguous_default(c10::MemoryFormat::Contiguous);
-    is_channels_last_contiguous_ = source.is_contiguous_default(c10::MemoryFormat::ChannelsLast);
-    is_channels_last_3d_contiguous_ = source.is_contiguous_default(c10::MemoryFormat::ChannelsLast3d);
-    is_channels_last_ = source.is_strides_like_default(c10::MemoryFormat::ChannelsLast);
-    is_channels_last_3d_ = source.is_strides_like_default(c10::MemoryFormat::ChannelsLast3d);
-    is_non_overlapping_and_dense_ = source.is_non_overlapping_and_dense_default();
+    if (C10_UNLIKELY(source.has_symbolic_sizes_strides())) {
+      set_sizes_and_strides(source.sym_sizes(), source.sym_strides(), source.sym_storage_offset());
+      return;
+    }
+    // Everything read before anything is written: the compiler then knows the sizes are plain throughout and
+    // leaves out the accessors' branches for symbolic ones (a write to this TensorImpl could otherwise change
+    // what `source` holds, for all it can tell).
+    const bool contiguous = source.is_contiguous_default(c10::MemoryFormat::Contiguous);
+    const bool channels_last_contiguous = source.is_contiguous_default(c10::MemoryFormat::ChannelsLast);
+    const bool channels_last_3d_contiguous = source.is_contiguous_default(c10::MemoryFormat::ChannelsLast3d);
+    const bool channels_last = source.is_strides_like_default(c10::MemoryFormat::ChannelsLast);
+    const bool channels_last_3d = source.is_strides_like_default(c10::MemoryFormat::ChannelsLast3d);
+    const bool dense = source.is_non_overlapping_and_dense_default();
+    const int64_t offset = source.storage_offset();
+    const int64_t numel = source.numel();
+    const c10::IntArrayRef sizes = source.sizes();
+    const c10::IntArrayRef strides = source.strides();
+    sizes_and_strides_.set_sizes(sizes);
+    sizes_and_strides_.set_strides(strides);
+    storage_offset_ = offset;
+    numel_ = numel;
+    is_contiguous_ = contiguous;
+    is_channels_last_contiguous_ = channels_last_contiguous;
+    is_channels_last_3d_contiguous_ = channels_last_3d_contiguous;
+    is_channels_last_ = channels_last;
+    is_channels_last_3d_ = channels_last_3d;
+    is_non_overlapping_and_dense_ = dense;
   }
 };
 
@@ -77,13 +93,7 @@ struct KernelViewImpl final : c10::TensorImpl {
 at::Tensor kernel_view_sharing(const at::Tensor& flagos_tensor, const c10::Storage& kernel_storage) {
   auto view = at::detail::make_tensor<KernelViewImpl>(c10::Storage(kernel_storage), kernel_dispatch_keys(),
                                                       flagos_tensor.dtype());
-  const c10::TensorImpl& source = *flagos_tensor.unsafeGetTensorImpl();
-  if (source.has_symbolic_sizes_strides()) {
-    view.unsafeGetTensorImpl()->set_sizes_and_strides(flagos_tensor.sizes(), flagos_tensor.strides(),
-                                                      flagos_tensor.storage_offset());
-  } else {
-    static_cast<KernelViewImpl*>(view.unsafeGetTensorImpl())->take_geometry(source);
-  }
+  static_cast<KernelViewImpl*>(view.unsafeGetTensorImpl())->take_geometry(*flagos_tensor.unsafeGetTensorImpl());
   copy_lazy_bits(flagos_tensor, view);
   return view;
 }
@@ -327,7 +337,7 @@ bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tenso
   // Consecutive ops mostly see one shape: the geometry is rewritten (and its contiguity recomputed) only where
   // it changes.
   if (!same_values(impl->sizes(), flagos_tensor.sizes()) || !same_values(impl->strides(), flagos_tensor.strides())) {
-    // Every view the cache holds was made by kernel_view_sharing, for a tensor with plain sizes (cached_kernel_view).
+    // Every view the cache holds was made by kernel_view_sharing.
     static_cast<KernelViewImpl*>(impl)->take_geometry(*flagos_tensor.unsafeGetTensorImpl());
   } else if (impl->storage_offset() != flagos_tensor.storage_offset()) {
     impl->set_storage_offset(flagos_tensor.storage_offset());

@@ -1,0 +1,215 @@
+"""Instructions and simulated instruction-cache misses per unit of work, flagos against the CPU, on the host platform.
+
+A GPU machine's processor counters are out of reach (its VMs have no PMU), and a loop of one operator keeps
+the device layer's code in the instruction cache where a real workload does not.  callgrind counts every
+instruction the process runs and, with `--cache-sim=yes`, simulates a 32 KiB L1 instruction cache over
+them, so two runs of one workload, one per device, say how many more instructions flagos runs per unit and
+how many more times it fetches code the cache no longer held: the same layer code runs on the cuda platform.
+
+    python tools/callgrind_host.py [--workload decode|train] [--units 10] [--top 30] [--json OUT] [--keep DIR]
+
+Workloads (small, so that a run takes about half a minute under callgrind):
+
+* `decode`: a unit is one token of batch-1 greedy decoding of a Hugging Face Llama made from a config in code
+  (8 layers, hidden 64, dynamic cache), the loop of `benchmarks/device/gpu_decode.py`'s eager mode;
+* `train`: a unit is one training step of a 2-layer `nn.TransformerEncoder` (d_model 64) with AdamW
+  (`foreach=True` on both devices, as CUDA and flagos default to).
+
+Collection starts after the warm-up and stops after the last unit, on every thread: a small shim built here
+with the C compiler issues callgrind's client requests (valgrind's `callgrind.h`).  Printed per unit: both
+devices by library, and the functions whose instructions or misses differ most.  Host-platform parts that
+the cuda platform does not run (the host allocator, the host runtime) appear in the tables by name.
+
+Needs valgrind (with its headers) and a C compiler.  Exit codes: 0 ok, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SHIM = r"""
+#include <valgrind/callgrind.h>
+void start_collecting(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
+void stop_collecting(void) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS_AT("units"); }
+"""
+
+
+def child(workload: str, device: str, units: int, shim: str) -> None:
+    """Runs under callgrind: the workload on `device`, collecting over `units` units after a warm-up."""
+    import ctypes
+
+    import torch
+
+    if device == "flagos":
+        import torch_fl  # noqa: F401
+
+    collector = ctypes.CDLL(shim)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    if workload == "decode":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=8, num_attention_heads=4,
+                             num_key_value_heads=4, vocab_size=256, max_position_embeddings=256,
+                             attn_implementation="sdpa")
+        model = LlamaForCausalLM(config).eval().to(device)
+        prompt = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(1)).to(device)
+        state = {}
+
+        def unit() -> None:
+            out = state["out"]
+            token = out.logits[:, -1:].argmax(-1)
+            state["out"] = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
+
+        with torch.no_grad():
+            state["out"] = model(input_ids=prompt, use_cache=True)
+            for _ in range(5):
+                unit()
+            collector.start_collecting()
+            for _ in range(units):
+                unit()
+            collector.stop_collecting()
+        return
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True, norm_first=True)
+    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    x = torch.randn(2, 16, 64).to(device)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        model(x).float().square().mean().backward()
+        optimizer.step()
+
+    for _ in range(3):
+        step()
+    collector.start_collecting()
+    for _ in range(units):
+        step()
+    collector.stop_collecting()
+
+
+def build_shim(folder: Path) -> Path:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise SystemExit("tools/callgrind_host.py: no C compiler on PATH; install gcc (Debian: apt install gcc)")
+    source, library = folder / "collect.c", folder / "libcollect.so"
+    source.write_text(SHIM)
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(library), str(source)],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        raise SystemExit("tools/callgrind_host.py: cannot build the client-request shim (valgrind/callgrind.h "
+                         "missing?); install valgrind with its headers (Debian: apt install valgrind)")
+    return library
+
+
+# callgrind_annotate's rows: "  1,234 (0.5%)  56 (0.1%)  file:function [library]"
+ROW = re.compile(r"^\s*([\d,]+) \([^)]*\)\s+([\d,]+) \([^)]*\)\s+(.*?)\s*$")
+
+
+def functions(profile: Path) -> dict[str, tuple[int, int, str]]:
+    """Function (with its library) -> (instructions, L1 instruction-cache misses) over the collected units.
+
+    callgrind merges functions of one name, such as the local copies several libraries make of one inline
+    function of a header, and names the library it saw first: the library is a label, the name the key."""
+    annotated = subprocess.run(["callgrind_annotate", "--threshold=100", "--show=Ir,I1mr", "--sort=Ir",
+                                str(profile)], capture_output=True, text=True, check=True).stdout
+    out: dict[str, tuple[int, int]] = {}
+    for line in annotated.splitlines():
+        m = ROW.match(line)
+        if not m or "PROGRAM TOTALS" in line:
+            continue
+        name = m.group(3)
+        library = re.search(r"\[([^\]]*)\]$", name)
+        function = re.sub(r"\s*\[[^\]]*\]$", "", name).split(":", 1)[-1] if ":" in name else name
+        ir, misses, _ = out.get(function, (0, 0, ""))
+        label = re.sub(r"(\.cpython-.*|\.so.*)$", "", Path(library.group(1)).name) if library else "?"
+        out[function] = (ir + int(m.group(1).replace(",", "")), misses + int(m.group(2).replace(",", "")), label)
+    return out
+
+
+def run_device(workload: str, device: str, units: int, shim: Path, folder: Path) -> dict[str, tuple[int, int, str]]:
+    out = folder / f"callgrind.{device}"
+    command = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no",
+               f"--callgrind-out-file={out}", sys.executable, __file__, "--child", workload, device, str(units),
+               str(shim)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    dumps = sorted(folder.glob(f"callgrind.{device}.*"))
+    if result.returncode != 0 or not dumps:
+        tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise SystemExit(f"tools/callgrind_host.py: the {device} run failed ({tail[0]}); run the workload "
+                         f"without valgrind to see why")
+    return functions(dumps[-1])
+
+
+def main() -> int:
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workload", choices=("decode", "train"), default="decode")
+    p.add_argument("--units", type=int, default=10, help="tokens or steps collected (default 10)")
+    p.add_argument("--top", type=int, default=30, help="functions listed per table (default 30)")
+    p.add_argument("--json", type=Path, help="also write the per-unit figures here")
+    p.add_argument("--keep", type=Path, help="keep callgrind's dumps here (callgrind_annotate --tree=caller reads them)")
+    args = p.parse_args()
+    if args.units < 1 or args.top < 1:
+        p.error("--units and --top take a positive count")
+    for tool in ("valgrind", "callgrind_annotate"):
+        if shutil.which(tool) is None:
+            print(f"tools/callgrind_host.py: {tool} is not on PATH; install valgrind (Debian: apt install valgrind)",
+                  file=sys.stderr)
+            return 2
+    with tempfile.TemporaryDirectory(prefix="callgrind-host-") as tmp:
+        folder = Path(tmp)
+        try:
+            shim = build_shim(folder)
+            sides = {device: run_device(args.workload, device, args.units, shim, folder) for device in ("cpu", "flagos")}
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for dump in folder.glob("callgrind.*.*"):
+                    shutil.copy2(dump, args.keep / dump.name)
+        except SystemExit as e:
+            print(e, file=sys.stderr)
+            return 2
+    per_unit = {device: {k: (ir / args.units, m / args.units) for k, (ir, m, _) in rows.items()}
+                for device, rows in sides.items()}
+    label = {k: lib for rows in sides.values() for k, (_, _, lib) in rows.items()}
+    libraries: dict[str, dict[str, list[float]]] = {}
+    for device, rows in per_unit.items():
+        for key, (ir, misses) in rows.items():
+            entry = libraries.setdefault(label[key], {}).setdefault(device, [0.0, 0.0])
+            entry[0] += ir
+            entry[1] += misses
+    unit = "token" if args.workload == "decode" else "step"
+    print(f"per {unit}, {args.units} {unit}s collected: instructions (Ir) and simulated L1i misses (I1mr)")
+    print(f"{'library':32s} {'cpu Ir':>12s} {'flagos Ir':>12s} {'cpu I1mr':>10s} {'flagos I1mr':>11s}")
+    totals = {d: [sum(v[0] for v in per_unit[d].values()), sum(v[1] for v in per_unit[d].values())] for d in per_unit}
+    for name, by_device in sorted(libraries.items(), key=lambda kv: -max(v[0] for v in kv[1].values()))[:12]:
+        c, f = by_device.get("cpu", [0, 0]), by_device.get("flagos", [0, 0])
+        print(f"{name[:32]:32s} {c[0]:12.0f} {f[0]:12.0f} {c[1]:10.0f} {f[1]:11.0f}")
+    print(f"{'all':32s} {totals['cpu'][0]:12.0f} {totals['flagos'][0]:12.0f} {totals['cpu'][1]:10.0f} "
+          f"{totals['flagos'][1]:11.0f}")
+    keys = set(per_unit["cpu"]) | set(per_unit["flagos"])
+
+    def extra(key: str, column: int) -> float:
+        return per_unit["flagos"].get(key, (0, 0))[column] - per_unit["cpu"].get(key, (0, 0))[column]
+
+    for column, title in ((1, "simulated L1i misses"), (0, "instructions")):
+        print(f"\nflagos minus cpu, {title} per {unit}, largest first:")
+        for key in sorted(keys, key=lambda k: -extra(k, column))[:args.top]:
+            print(f"{extra(key, column):12.0f}  {key[:130]}  [{label[key]}]")
+    if args.json:
+        args.json.write_text(json.dumps({"workload": args.workload, "units": args.units, "per_unit_totals": totals,
+                                         "per_unit_by_library": libraries}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
