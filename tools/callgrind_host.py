@@ -15,6 +15,10 @@ Workloads (small, so that a run takes about half a minute under callgrind):
 * `train`: a unit is one training step of a 2-layer `nn.TransformerEncoder` (d_model 64) with AdamW
   (`foreach=True` on both devices, as CUDA and flagos default to).
 
+Functions are told apart by name: callgrind merges the local copies several libraries make of one inline
+function (intrusive_ptr's reference counting) and labels them with one of those libraries, so the per-library
+table is approximate where such copies are hot.
+
 Collection starts after the warm-up and stops after the last unit, on every thread: a small shim built here
 with the C compiler issues callgrind's client requests (valgrind's `callgrind.h`).  Printed per unit: both
 devices by library, and the functions whose instructions or misses differ most.  Host-platform parts that
@@ -160,7 +164,8 @@ def main() -> int:
     p.add_argument("--keep", type=Path, help="keep callgrind's dumps here (callgrind_annotate --tree=caller reads them)")
     args = p.parse_args()
     if args.units < 1 or args.top < 1:
-        p.error("--units and --top take a positive count")
+        print("tools/callgrind_host.py: --units and --top take a positive count, such as --units 10", file=sys.stderr)
+        return 2
     for tool in ("valgrind", "callgrind_annotate"):
         if shutil.which(tool) is None:
             print(f"tools/callgrind_host.py: {tool} is not on PATH; install valgrind (Debian: apt install valgrind)",
@@ -184,7 +189,7 @@ def main() -> int:
     libraries: dict[str, dict[str, list[float]]] = {}
     for device, rows in per_unit.items():
         for key, (ir, misses) in rows.items():
-            entry = libraries.setdefault(label[key], {}).setdefault(device, [0.0, 0.0])
+            entry = libraries.setdefault(sides[device][key][2], {}).setdefault(device, [0.0, 0.0])
             entry[0] += ir
             entry[1] += misses
     unit = "token" if args.workload == "decode" else "step"
