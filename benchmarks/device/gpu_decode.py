@@ -17,12 +17,13 @@ greedily.  Three ways of running the same decode loop:
 Native cuda runs in the reference interpreter (`--reference-python`, _gpu_common.py says why), flagos in a child
 of this interpreter (`--flagos-in-process`: in the benchmark's own process), both pinned to the same two cores;
 the two take turns, one whole generation each, `--runs` times per mode, which goes first alternating.
-Reported per mode: the median tokens/s of each side, the median of the per-pair ratios, and how many of the
+`--calibrate-loaded` runs native cuda in flagos's place, in a child that has loaded torch_fl: what the plugin's
+mere presence in a process costs native code.  Reported per mode: the median tokens/s of each side, the median of the per-pair ratios, and how many of the
 64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
 >= 2x flagos eager; compiled has no goal of its own yet.
 
     python benchmarks/device/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager graph compiled]
-        [--reference-python PY] [--flagos-in-process]
+        [--reference-python PY] [--flagos-in-process | --calibrate-loaded]
 """
 
 from __future__ import annotations
@@ -245,7 +246,12 @@ def main() -> int:
     # Separated by commas or spaces: tools/gpu-perf-round.sh passes a benchmark's arguments with commas as spaces.
     p.add_argument("--modes", nargs="+", default=list(MODES), help="eager, graph, compiled (commas or spaces)")
     flagos_layout(p)
+    p.add_argument("--calibrate-loaded", action="store_true", help="native cuda in flagos's place, in a child that "
+                   "has loaded torch_fl: what the plugin's presence costs native code")
     args = p.parse_args()
+    if args.calibrate_loaded and args.flagos_in_process:
+        print("--calibrate-loaded puts a child in flagos's place: it takes no --flagos-in-process", file=sys.stderr)
+        return 2
     modes = [m for given in args.modes for m in given.split(",") if m]
     if not modes or any(m not in MODES for m in modes):
         print(f"--modes {' '.join(args.modes)}: give a subset of {', '.join(MODES)}", file=sys.stderr)
@@ -256,12 +262,13 @@ def main() -> int:
         return 0
     require_flagos()
     if args.flagos_child:
-        decoder = Decoder("flagos")
+        decoder = Decoder("cuda" if args.calibrate_loaded else "flagos")
         serve({"run": lambda mode: failure_as_record(decoder.run, mode)}, native=False)
         return 0
     cores = share_cores()
     native_child = NativeChild(reference_python(args.reference_python), __file__)
-    flagos_child = None if args.flagos_in_process else FlagosChild(__file__)
+    flagos_child = None if args.flagos_in_process else FlagosChild(
+        __file__, *(["--calibrate-loaded"] if args.calibrate_loaded else []))
     results: dict[str, Any] = {}
     try:
         native = ChildDecoder(native_child, "native")
@@ -278,7 +285,8 @@ def main() -> int:
             flagos_child.close()
     report: dict[str, Any] = {"benchmark": "gpu_decode", "model": f"Llama {LAYERS}x{HIDDEN} bf16",
                               "prompt_tokens": PROMPT, "new_tokens": NEW, "cores": cores, "modes": results,
-                              "flagos_process": flagos_process(args),
+                              "flagos_process": "native child with torch_fl loaded (calibration)"
+                              if args.calibrate_loaded else flagos_process(args),
                               "goals": {"eager": 0.95, "graph": 0.97, "graph_over_flagos_eager": 2.0}}
     for mode in ("graph", "compiled"):
         if "tokens_per_s" in results.get(mode, {}).get("flagos", {}) and "flagos" in results.get("eager", {}):
