@@ -17,9 +17,7 @@ driven over the same kind of pipe, one step at a time.  `--flagos-in-process`
 trains it in the benchmark's own process instead.  `--calibrate` measures the
 harness itself: a second native child takes flagos's place, so the ratios show
 what the alternation, the pipes and the machine's drift alone make of two
-identical sides.  `--calibrate-loaded` puts native cuda in flagos's place in a child that has loaded
-torch_fl (the flagos child, training on cuda): what the plugin's mere presence in a process costs native
-code, apart from what its device layer adds.  `--turn-steps K` gives each side K steps per turn: the
+identical sides.  `--turn-steps K` gives each side K steps per turn: the
 difference between K = 1 and a long K is what each side loses to finding the
 processor's caches as the other side left them.  A run's startup and warm-up take
 longer than its 150 steps, and fewer pairs leave a wider spread.  `--counters` also
@@ -29,7 +27,7 @@ to the start of its last, on every thread: whether a slower side does more work 
 the same work more slowly.  Reading them costs each step two system calls per thread.
 
     python benchmarks/device/gpu_transformer.py [--out gpu_transformer.json] [--steps 150] [--reference-python PY]
-        [--flagos-in-process | --calibrate | --calibrate-loaded] [--turn-steps 1] [--counters]
+        [--flagos-in-process | --calibrate] [--turn-steps 1] [--counters]
 """
 
 from __future__ import annotations
@@ -190,17 +188,13 @@ def main() -> int:
     flagos_layout(p)
     p.add_argument("--calibrate", action="store_true", help="a second native child in flagos's place: the ratios "
                    "of two identical sides")
-    p.add_argument("--calibrate-loaded", action="store_true", help="native cuda in flagos's place, in a child that "
-                   "has loaded torch_fl: what the plugin's presence costs native code")
     p.add_argument("--turn-steps", type=int, default=1, help="steps per side per turn (--steps is rounded down "
                    "to a multiple)")
     p.add_argument("--counters", action="store_true", help="count each side's host work per step in hardware "
                    "events (instructions, cycles, misses)")
     args = p.parse_args()
-    if (args.calibrate or args.calibrate_loaded) and args.flagos_in_process:
-        p.error("--calibrate and --calibrate-loaded put a child in flagos's place: they take no --flagos-in-process")
-    if args.calibrate and args.calibrate_loaded:
-        p.error("--calibrate and --calibrate-loaded each put their own child in flagos's place: give one")
+    if args.calibrate and args.flagos_in_process:
+        p.error("--calibrate puts a native child in flagos's place: it takes no --flagos-in-process")
     if not 1 <= args.turn_steps <= args.steps:
         p.error(f"--turn-steps {args.turn_steps}: give 1 to --steps ({args.steps}) steps per turn")
     if args.native_child:
@@ -208,15 +202,13 @@ def main() -> int:
         return 0
     require_flagos()
     if args.flagos_child:
-        serve_trainer(Trainer("cuda" if args.calibrate_loaded else "flagos"), native=False)
+        serve_trainer(Trainer("flagos"), native=False)
         return 0
     cores = share_cores()
     native = NativeTrainer(reference_python(args.reference_python), __file__)
     flagos: Trainer | ChildTrainer
     if args.calibrate:
         flagos = NativeTrainer(reference_python(args.reference_python), __file__)
-    elif args.calibrate_loaded:
-        flagos = FlagosTrainer(__file__, "--calibrate-loaded")
     elif args.flagos_in_process:
         flagos = Trainer("flagos")
     else:
@@ -242,8 +234,7 @@ def main() -> int:
         "config": {"layers": LAYERS, "d_model": D_MODEL, "heads": HEADS, "ff": FF, "batch": BATCH, "seq": SEQ,
                    "autocast": "bfloat16", "optimizer": "AdamW", "steps": len(native_ms), "warmup": args.warmup,
                    "cores": cores, "first": "alternating", "turn_steps": args.turn_steps, "counters": args.counters,
-                   "flagos_process": "native child (calibration)" if args.calibrate else
-                   "native child with torch_fl loaded (calibration)" if args.calibrate_loaded else flagos_process(args)},
+                   "flagos_process": "native child (calibration)" if args.calibrate else flagos_process(args)},
         "native": native_result, "flagos": flagos_result,
         "steps_ms": {"native": [round(t, 2) for t in native_ms], "flagos": [round(t, 2) for t in flagos_ms]},
         "throughput_ratio": round(flagos_result["tokens_per_s"] / native_result["tokens_per_s"], 4),
@@ -251,7 +242,7 @@ def main() -> int:
         "peak_memory_ratio": round(flagos_result["peak_memory_mib"] / native_result["peak_memory_mib"], 4),
         **counter_ratios(native_result, flagos_result),
         # two native sides have no goal to meet: their ratios are the harness's own spread
-        **({} if args.calibrate or args.calibrate_loaded else {"goals": {"min_throughput_ratio": 0.97, "min_throughput_ratio_any_run": 0.95,
+        **({} if args.calibrate else {"goals": {"min_throughput_ratio": 0.97, "min_throughput_ratio_any_run": 0.95,
                                                 "max_peak_memory_ratio": 1.02}}),
     }, args.out, native_env)
 
