@@ -24,7 +24,8 @@ with the C compiler issues callgrind's client requests (valgrind's `callgrind.h`
 devices by library, and the functions whose instructions or misses differ most.  Host-platform parts that
 the cuda platform does not run (the host allocator, the host runtime) appear in the tables by name.
 
-Needs valgrind (with its headers) and a C compiler.  Exit codes: 0 ok, 2 unusable input.
+Needs valgrind (with its headers) and a C compiler.  The plugin's functions have names where it was built
+unstripped (`SKBUILD_INSTALL_STRIP=false pip install --no-build-isolation .`); a stripped build shows addresses.  Exit codes: 0 ok, 2 unusable input.
 """
 
 from __future__ import annotations

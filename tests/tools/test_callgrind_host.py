@@ -33,8 +33,9 @@ def test_counts_a_step_on_both_devices(tmp_path: Path) -> None:
     assert totals["flagos"][0] > totals["cpu"][0] > 1e6
     layer = counts["per_unit_by_library"]["_C"]
     assert layer["flagos"][0] > 2 * layer.get("cpu", [0, 0])[0]
-    assert "flagos minus cpu, simulated L1i misses per step" in result.stdout
-    assert "torch_fl::" in result.stdout
+    misses = result.stdout.split("flagos minus cpu, simulated L1i misses per step")[1].split("\n\n")[0]
+    # The plugin's own code is among the largest differences (named where the plugin is built unstripped).
+    assert "[_C]" in misses
 
 
 @pytest.mark.parametrize("args", [("--units", "0"), ("--top", "-1")])
