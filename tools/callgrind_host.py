@@ -25,7 +25,8 @@ devices by library, and the functions whose instructions or misses differ most. 
 the cuda platform does not run (the host allocator, the host runtime) appear in the tables by name.
 
 Needs valgrind (with its headers) and a C compiler.  The plugin's functions have names where it was built
-unstripped (`SKBUILD_INSTALL_STRIP=false pip install --no-build-isolation .`); a stripped build shows addresses.  Exit codes: 0 ok, 2 unusable input.
+unstripped (`SKBUILD_INSTALL_STRIP=false pip install --no-build-isolation .`); a stripped build shows
+addresses.  Exit codes: 0 ok, 2 unusable input.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 SHIM = r"""
@@ -56,6 +58,15 @@ def child(workload: str, device: str, units: int, shim: str) -> None:
         import torch_fl  # noqa: F401
 
     collector = ctypes.CDLL(shim)
+
+    def collect(unit: Callable[[], None], warmup: int) -> None:
+        for _ in range(warmup):
+            unit()
+        collector.start_collecting()
+        for _ in range(units):
+            unit()
+        collector.stop_collecting()
+
     torch.manual_seed(0)
     torch.set_num_threads(1)
     if workload == "decode":
@@ -66,21 +77,15 @@ def child(workload: str, device: str, units: int, shim: str) -> None:
                              attn_implementation="sdpa")
         model = LlamaForCausalLM(config).eval().to(device)
         prompt = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(1)).to(device)
-        state = {}
-
-        def unit() -> None:
-            out = state["out"]
-            token = out.logits[:, -1:].argmax(-1)
-            state["out"] = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
-
         with torch.no_grad():
-            state["out"] = model(input_ids=prompt, use_cache=True)
-            for _ in range(5):
-                unit()
-            collector.start_collecting()
-            for _ in range(units):
-                unit()
-            collector.stop_collecting()
+            state = {"out": model(input_ids=prompt, use_cache=True)}
+
+            def token() -> None:
+                out = state["out"]
+                state["out"] = model(input_ids=out.logits[:, -1:].argmax(-1), past_key_values=out.past_key_values,
+                                     use_cache=True)
+
+            collect(token, warmup=5)
         return
     layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True, norm_first=True)
     model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device)
@@ -92,12 +97,7 @@ def child(workload: str, device: str, units: int, shim: str) -> None:
         model(x).float().square().mean().backward()
         optimizer.step()
 
-    for _ in range(3):
-        step()
-    collector.start_collecting()
-    for _ in range(units):
-        step()
-    collector.stop_collecting()
+    collect(step, warmup=3)
 
 
 def build_shim(folder: Path) -> Path:

@@ -18,8 +18,8 @@ Native cuda runs in the reference interpreter (`--reference-python`, _gpu_common
 of this interpreter (`--flagos-in-process`: in the benchmark's own process), both pinned to the same two cores;
 the two take turns, one whole generation each, `--runs` times per mode, which goes first alternating.
 `--calibrate-loaded` runs native cuda in flagos's place, in a child that has loaded torch_fl: what the plugin's
-mere presence in a process costs native code.  Reported per mode: the median tokens/s of each side, the median of the per-pair ratios, and how many of the
-64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
+mere presence in a process costs native code.  Reported per mode: the median tokens/s of each side, the median
+of the per-pair ratios, and how many of the 64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
 >= 2x flagos eager; compiled has no goal of its own yet.
 
     python benchmarks/device/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager graph compiled]

@@ -60,9 +60,9 @@
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
-#include <ATen/ops/diagonal_backward_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/clone_ops.h>
+#include <ATen/ops/diagonal_backward_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/exp_ops.h>
@@ -72,8 +72,6 @@
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/log_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
-#include <ATen/ops/select_backward_ops.h>
-#include <ATen/ops/slice_backward_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
@@ -88,10 +86,12 @@
 #include <ATen/ops/reciprocal_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/select_backward_ops.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
+#include <ATen/ops/slice_backward_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
