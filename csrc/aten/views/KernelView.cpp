@@ -337,7 +337,9 @@ bool rebind_unshared_view(const at::Tensor& view, const at::Tensor& flagos_tenso
   // Consecutive ops mostly see one shape: the geometry is rewritten (and its contiguity recomputed) only where
   // it changes.
   if (!same_values(impl->sizes(), flagos_tensor.sizes()) || !same_values(impl->strides(), flagos_tensor.strides())) {
-    // Every view the cache holds was made by kernel_view_sharing.
+    // Every view the cache holds was made by kernel_view_sharing (zero tensors, whose views are expanded zeros,
+    // never reach the cache).
+    TORCH_INTERNAL_ASSERT_DEBUG_ONLY(dynamic_cast<KernelViewImpl*>(impl) != nullptr);
     static_cast<KernelViewImpl*>(impl)->take_geometry(*flagos_tensor.unsafeGetTensorImpl());
   } else if (impl->storage_offset() != flagos_tensor.storage_offset()) {
     impl->set_storage_offset(flagos_tensor.storage_offset());
