@@ -22,11 +22,13 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_counts_a_step_on_both_devices(tmp_path: Path) -> None:
-    if shutil.which("valgrind") is None or not Path("/usr/include/valgrind/callgrind.h").exists():
-        pytest.skip("needs valgrind with its headers")
+    if shutil.which("valgrind") is None:
+        pytest.skip("needs valgrind")
     pytest.importorskip("torch_fl")
     out = tmp_path / "counts.json"
     result = run("--workload", "train", "--units", "1", "--top", "5", "--json", str(out), cwd=tmp_path)
+    if result.returncode == 2 and "client-request shim" in result.stderr:
+        pytest.skip("needs valgrind's headers and a C compiler")
     assert result.returncode == 0, result.stderr
     counts = json.loads(out.read_text())
     totals = counts["per_unit_totals"]
