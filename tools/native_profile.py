@@ -9,7 +9,10 @@ native CUDA does not.
     python tools/native_profile.py record DEVICE STEPS OUT.prof [--forward]   # the training step of
         benchmarks/device/gpu_transformer.py on DEVICE (flagos or cuda), profiled over STEPS steps;
         --forward: its forward pass alone, under torch.no_grad (no autograd engine, one thread);
-        --small-op OP: instead, STEPS thousand calls of one of benchmarks/device/gpu_small_ops.py's ops
+        --small-op OP: instead, STEPS thousand calls of one of benchmarks/device/gpu_small_ops.py's ops;
+        --decode: instead, STEPS eager greedy generations of benchmarks/device/gpu_decode.py (64 tokens each,
+        under torch.inference_mode); record it on cuda with and without torch_fl loaded
+        (TORCH_DEVICE_BACKEND_AUTOLOAD=0) to see what the plugin's presence costs native code
     python tools/native_profile.py compare A.prof UNITS_A B.prof UNITS_B [--top N]
 
 `record` needs gperftools' profiler library: GPERF_LIB=path/to/libprofiler.so (Debian's
@@ -245,10 +248,28 @@ def _small_op_calls(device: str, name: str) -> Callable[[], float]:
     return thousand
 
 
-def record(device: str, steps: int, out: Path, forward: bool = False, small_op: str | None = None) -> None:
+def _eager_generations(device: str) -> Callable[[], float]:
+    """One eager greedy generation of gpu_decode's model per call, in ms."""
+    import torch
+    from gpu_decode import Decoder
+
+    decoder = Decoder(device)
+
+    def generation() -> float:
+        with torch.inference_mode():
+            start = time.perf_counter()
+            decoder.eager()
+            torch.accelerator.synchronize()
+        return (time.perf_counter() - start) * 1e3
+
+    return generation
+
+
+def record(device: str, steps: int, out: Path, forward: bool = False, small_op: str | None = None,
+           decode: bool = False) -> None:
     """Profiles `steps` training steps of gpu_transformer's model on `device` (`forward`: its forward pass
-    alone, under torch.no_grad; `small_op`: `steps` thousand calls of that small op), after five untimed
-    ones."""
+    alone, under torch.no_grad; `small_op`: `steps` thousand calls of that small op; `decode`: `steps` eager
+    generations of gpu_decode's model), after five untimed ones."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "device"))
     if small_op is not None:
         from gpu_small_ops import OPS
@@ -259,29 +280,35 @@ def record(device: str, steps: int, out: Path, forward: bool = False, small_op: 
     library = os.environ.get("GPERF_LIB")
     if not library:
         raise UnusableInput("GPERF_LIB is not set — point it at gperftools' libprofiler.so")
-    try:
-        profiler = ctypes.CDLL(library)
-    except OSError as exc:
-        raise UnusableInput(f"GPERF_LIB={library}: cannot load it ({exc}) — give gperftools' libprofiler.so, "
-                            "with its libunwind on LD_LIBRARY_PATH") from exc
+    if not os.path.isfile(library):
+        raise UnusableInput(f"GPERF_LIB={library}: no such file — give gperftools' libprofiler.so")
     import torch
 
     if device == "flagos":
         import torch_fl  # noqa: F401
     if small_op is not None:
         step = _small_op_calls(device, small_op)
+    elif decode:
+        step = _eager_generations(device)
     else:
         from gpu_transformer import Trainer
 
         trainer = Trainer(device)
         step = trainer.forward if forward else trainer.step
+    # Loaded once the workload is built: with the profiler's libunwind in the process, a C++ exception that
+    # an import throws and catches (transformers probing optional kernels) aborted the process.
+    try:
+        profiler = ctypes.CDLL(library)
+    except OSError as exc:
+        raise UnusableInput(f"GPERF_LIB={library}: cannot load it ({exc}) — give gperftools' libprofiler.so, "
+                            "with its libunwind on LD_LIBRARY_PATH") from exc
     for _ in range(5):
         step()
     torch.accelerator.synchronize()
     profiler.ProfilerStart(str(out).encode())
     ms = sorted(step() for _ in range(steps))
     profiler.ProfilerStop()
-    what = f"thousand {small_op} calls" if small_op else "forward pass" if forward else "step"
+    what = f"thousand {small_op} calls" if small_op else "generation" if decode else "forward pass" if forward else "step"
     print(f"{device}: median {what} {ms[len(ms) // 2]:.2f} ms over {steps} profiled ones -> {out}")
 
 
@@ -292,8 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("device", choices=("flagos", "cuda"))
     r.add_argument("steps", type=int)
     r.add_argument("out", type=Path)
-    r.add_argument("--forward", action="store_true", help="the forward pass alone, under torch.no_grad")
-    r.add_argument("--small-op", metavar="OP", help="STEPS thousand calls of this gpu_small_ops op instead")
+    workload = r.add_mutually_exclusive_group()
+    workload.add_argument("--forward", action="store_true", help="the forward pass alone, under torch.no_grad")
+    workload.add_argument("--small-op", metavar="OP", help="STEPS thousand calls of this gpu_small_ops op instead")
+    workload.add_argument("--decode", action="store_true", help="STEPS eager generations of gpu_decode's model instead")
     c = sub.add_parser("compare", help="where B spends host time that A does not, per unit")
     c.add_argument("a", type=Path)
     c.add_argument("units_a", type=float)
@@ -303,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.command == "record":
-            record(args.device, args.steps, args.out, args.forward, args.small_op)
+            record(args.device, args.steps, args.out, args.forward, args.small_op, args.decode)
         else:
             if args.units_a <= 0 or args.units_b <= 0:
                 raise UnusableInput("UNITS must be positive: the steps (or calls) each profile covers")

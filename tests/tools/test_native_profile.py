@@ -156,3 +156,15 @@ def test_record_of_an_unknown_small_op_is_one_line_and_exit_2(tmp_path: Path) ->
         "native_profile: --small-op matmul: not an op of benchmarks/device/gpu_small_ops.py — give one of add, mul, "
         "relu, sum"]
     assert not (tmp_path / "x.prof").exists()
+
+
+def test_record_with_a_missing_profiler_library_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    # Checked before the workload is built: the library itself is loaded only once it is (native_profile.py says why).
+    missing = tmp_path / "libprofiler.so"
+    done = subprocess.run([sys.executable, str(TOOL), "record", "flagos", "3", str(tmp_path / "x.prof"), "--decode"],
+                          env={"PATH": "/usr/bin:/bin", "GPERF_LIB": str(missing)}, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"native_profile: GPERF_LIB={missing}: no such file — give gperftools' "
+                                   "libprofiler.so")
+    assert not (tmp_path / "x.prof").exists()
