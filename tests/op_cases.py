@@ -54,6 +54,24 @@ def idx(high: int, *shape: int) -> Callable[[torch.Generator], torch.Tensor]:
     return lambda g: torch.randint(0, high, shape, generator=g)
 
 
+def in_inference_mode(fn: Callable[..., object]) -> Callable[..., object]:
+    """`fn` run under torch.inference_mode (as serving runs it): its results are inference tensors."""
+
+    def run(*args: torch.Tensor) -> object:
+        with torch.inference_mode():
+            return fn(*args)
+
+    return run
+
+
+def attention_with_masks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """No mask, a boolean mask (every query keeps the first key: a row with no key would be NaN), an additive mask."""
+    keep = m > 0
+    keep[..., 0] = True
+    return (F.scaled_dot_product_attention(q, k, v) + F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+            + F.scaled_dot_product_attention(q, k, v, attn_mask=m))
+
+
 CASES = [
     # elementwise
     Case("add", lambda a, b: a + b, many(rand(4, 5), rand(4, 5)), (F32, F16, BF16, I64)),
@@ -96,6 +114,13 @@ CASES = [
     Case("log_softmax", lambda a: F.log_softmax(a, dim=0), rand(6, 3), FLOATS),
     Case("cross_entropy", lambda a, t: F.cross_entropy(a, t), many(rand(6, 5), fixed(idx(5, 6)))),
     Case("mse_l1", lambda a, b: F.mse_loss(a, b) + F.l1_loss(a, b), many(rand(7), rand(7))),
+    # attention: its kernel is chosen on kernel views of the operands (csrc/aten/kernels/DispatchStubs.cpp), cached
+    # ones where no operand needs a gradient
+    Case("sdpa_masks", attention_with_masks, many(rand(2, 4, 5, 16), rand(2, 4, 5, 16), rand(2, 4, 5, 16), rand(5, 5))),
+    Case("sdpa_causal_transposed", lambda q, k, v: F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=True),
+         many(rand(2, 6, 4, 16), rand(2, 4, 6, 16), rand(2, 4, 6, 16)), (F32, BF16), tol={"atol": 2e-2, "rtol": 2e-2}),
+    Case("sdpa_inference_mode", in_inference_mode(attention_with_masks),
+         many(rand(1, 4, 1, 16), rand(1, 4, 7, 16), rand(1, 4, 7, 16), rand(1, 7)), grad=False),
     # embedding and indexing
     Case("embedding", lambda w, i: F.embedding(i, w), many(rand(10, 4), fixed(idx(10, 3, 5)))),
     Case("index_select_gather", lambda a, i, j: a.index_select(0, i).sum() + a.gather(1, j).sum(),

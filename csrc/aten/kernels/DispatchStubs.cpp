@@ -7,7 +7,7 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <ATen/ops/_fused_sdp_choice_ops.h>
 #include <torch/version.h>
 
 #include "aten/views/KernelView.h"
@@ -19,11 +19,20 @@ namespace {
 
 // The choice reads metadata only -- sizes, strides, dtypes, and which operands
 // need gradients (the CPU flash kernel is not differentiable in attn_mask) --
-// never data.  So each flagos operand is stood for by a tensor of the kernel
-// device type without memory: that also serves for the fake tensors (symbolic
-// sizes included) torch.compile traces with, whose storage has no data.
+// never data.  A plain flagos operand that needs no gradient (inference, decoding) is stood for by its
+// cached kernel view: no tensor is built per call, and the attention kernel that follows finds the same
+// views among the recent ones.  Any other -- one that needs a gradient (a cached view carries no autograd
+// state), a fake, functional or other wrapper tensor torch.compile traces with (its storage has no data),
+// symbolic sizes, a nested tensor -- by a tensor of the kernel device type without memory.
 at::Tensor choice_view(const at::Tensor& t) {
   if (!is_flagos(t)) return t;
+  const c10::TensorImpl& impl = *t.unsafeGetTensorImpl();
+  static const c10::DispatchKeySet wrappers({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+                                             c10::DispatchKey::Functionalize});
+  if (!t.requires_grad() && t.layout() == c10::kStrided && !impl.key_set().has_any(wrappers) &&
+      !impl.has_symbolic_sizes_strides() && impl.unsafe_storage()) {
+    return cached_kernel_view(t);
+  }
   const c10::Device where = kernel_device_of(t.device());
   c10::Storage no_memory(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, where), nullptr, /*resizable=*/false);
   auto view = at::detail::make_tensor<c10::TensorImpl>(std::move(no_memory), kernel_dispatch_keys(), t.dtype());
@@ -37,13 +46,13 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
                          std::optional<double> scale, bool enable_gqa) {
   std::optional<at::Tensor> mask;
   if (attn_mask.has_value() && attn_mask->defined()) mask = choice_view(*attn_mask);
-  // The op of the same name asks the kernel device's stub (the stub's own call
-  // operator is not exported to extensions).  Outside any Python dispatch mode:
-  // under tracing, FakeTensorMode would reject the stand-ins as real tensors.
-  const c10::impl::ExcludeDispatchKeyGuard no_python_mode(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-  const auto choice = at::_fused_sdp_choice(choice_view(query), choice_view(key), choice_view(value), mask, dropout_p,
-                                           is_causal, scale, enable_gqa);
+  // The op of the same name asks the kernel device's stub (the stub's own call operator is not exported to
+  // extensions), reached straight at the kernel device's kernel: no dispatch key computed from the
+  // arguments, and no Python dispatch mode consulted (under tracing FakeTensorMode would reject the
+  // stand-ins as real tensors).
+  const auto choice = at::_ops::_fused_sdp_choice::redispatch(kernel_dispatch_keys(), choice_view(query),
+                                                             choice_view(key), choice_view(value), mask, dropout_p,
+                                                             is_causal, scale, enable_gqa);
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 12)
   // Here scaled_dot_product_attention sends a flash-attention choice on any
   // device but CUDA to the CPU's flash kernel (_scaled_dot_product_flash_attention_for_cpu:
