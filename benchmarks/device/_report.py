@@ -1,4 +1,5 @@
-"""A benchmark's report: the JSON printed, and with `--out` also written there.
+"""A benchmark's report: the JSON printed, and with `--out` also written there; and the interval that
+says how well a median of paired ratios is known.
 
 Every report records the machine, the versions, the command that made it and the commit it ran at
 (when run from a git checkout), so that `benchmarks/report_tables.py` can say where each table's
@@ -8,6 +9,7 @@ numbers come from.  What a benchmark records itself (a GPU's name, the native si
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shlex
@@ -59,3 +61,23 @@ def emit_json(report: dict[str, Any], out: str | None) -> None:
     if out:
         with open(out, "w", encoding="utf-8") as f:
             f.write(text + "\n")
+
+
+def median_interval(values: list[float], confidence: float = 0.95, digits: int = 4) -> list[float] | None:
+    """A distribution-free interval for the median of `values` (from the binomial distribution of how many
+    values fall below it): [lowest, highest] order statistic that covers the median with at least
+    `confidence`, rounded to `digits`, or None where there are too few values for any (fewer than 6 at 95 %).
+    The GPU machines'
+    speed drifts within seconds, so a ratio's median is known only to within this; a goal the interval
+    straddles is neither met nor missed by that call."""
+    n = len(values)
+    ordered = sorted(values)
+    tail = (1 - confidence) / 2
+    below = 0.0  # P(Binomial(n, 1/2) < k)
+    k = 0
+    while below + math.comb(n, k) / 2**n <= tail:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    if k == 0:
+        return None
+    return [round(ordered[k - 1], digits), round(ordered[n - k], digits)]

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from _gpu_common import (FlagosChild, NativeChild, ScriptChild, device_api, emit, flagos_layout, flagos_process, parser,
                          reference_python, require_flagos, serve, share_cores, take_turns)
+from _report import median_interval
 
 LAYERS, HIDDEN, HEADS, FF, VOCAB = 8, 1024, 16, 2816, 32000
 PROMPT, NEW = 32, 64
@@ -237,6 +238,7 @@ def compare(mode: str, native: ChildDecoder, flagos: Decoder | ChildDecoder, run
     same = sum(a == b for a, b in zip(native_runs[-1]["tokens"], flagos_runs[-1]["tokens"]))
     return {"native": summary(native_runs), "flagos": summary(flagos_runs),
             "ratio": round(statistics.median(ratios), 3), "ratios": [round(r, 3) for r in ratios],
+            "ratio_interval_95": median_interval(ratios, digits=3),
             "tokens_alike": f"{same}/{NEW}"}
 
 

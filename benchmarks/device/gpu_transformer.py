@@ -41,6 +41,7 @@ from collections.abc import Callable
 import torch
 from _gpu_common import (FlagosChild, NativeChild, ScriptChild, device_api, emit, flagos_layout, flagos_process,
                          parser, reference_python, require_flagos, serve, share_cores, take_turns)
+from _report import median_interval
 from _thread_counters import CountersUnavailable, ThreadCounters, per_step
 
 BATCH, SEQ, D_MODEL, HEADS, FF, LAYERS = 8, 512, 1024, 16, 4096, 12
@@ -223,6 +224,7 @@ def main() -> int:
             flagos.count_host_work()
         times = take_turns(steps, args.steps // args.turn_steps, args.turn_steps)
         native_ms, flagos_ms = times["native"], times["flagos"]
+        pair_ratios = [n / f for n, f in zip(native_ms, flagos_ms)]
         native_result, flagos_result = summary(native_ms, native.stats()), summary(flagos_ms, flagos.stats())
         native_env = native.ask("environment")
     finally:
@@ -238,7 +240,8 @@ def main() -> int:
         "native": native_result, "flagos": flagos_result,
         "steps_ms": {"native": [round(t, 2) for t in native_ms], "flagos": [round(t, 2) for t in flagos_ms]},
         "throughput_ratio": round(flagos_result["tokens_per_s"] / native_result["tokens_per_s"], 4),
-        "median_pair_ratio": round(statistics.median(n / f for n, f in zip(native_ms, flagos_ms)), 4),
+        "median_pair_ratio": round(statistics.median(pair_ratios), 4),
+        "median_pair_ratio_interval_95": median_interval(pair_ratios),
         "peak_memory_ratio": round(flagos_result["peak_memory_mib"] / native_result["peak_memory_mib"], 4),
         **counter_ratios(native_result, flagos_result),
         # two native sides have no goal to meet: their ratios are the harness's own spread
