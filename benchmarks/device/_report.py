@@ -64,12 +64,11 @@ def emit_json(report: dict[str, Any], out: str | None) -> None:
 
 
 def median_interval(values: list[float], confidence: float = 0.95, digits: int = 4) -> list[float] | None:
-    """A distribution-free interval for the median of `values` (from the binomial distribution of how many
-    values fall below it): [lowest, highest] order statistic that covers the median with at least
-    `confidence`, rounded to `digits`, or None where there are too few values for any (fewer than 6 at 95 %).
-    The GPU machines'
-    speed drifts within seconds, so a ratio's median is known only to within this; a goal the interval
-    straddles is neither met nor missed by that call."""
+    """A distribution-free interval for the median of `values`: [k-th smallest, k-th largest] for the largest k
+    whose interval covers the median with at least `confidence` (how many values fall below the median is
+    Binomial(n, 1/2)), rounded to `digits`; None where there are too few values for any (fewer than 6 at 95 %).
+    The GPU machines' speed drifts within seconds, so a ratio's median is known only to within this; a goal
+    inside the interval is neither met nor missed by that run."""
     n = len(values)
     ordered = sorted(values)
     tail = (1 - confidence) / 2
