@@ -19,8 +19,9 @@ of this interpreter (`--flagos-in-process`: in the benchmark's own process), bot
 the two take turns, one whole generation each, `--runs` times per mode, which goes first alternating.
 `--calibrate-loaded` runs native cuda in flagos's place, in a child that has loaded torch_fl: what the plugin's
 mere presence in a process costs native code.  Reported per mode: the median tokens/s of each side, the median
-of the per-pair ratios, and how many of the 64 tokens each side generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and
->= 2x flagos eager; compiled has no goal of its own yet.
+of the per-pair ratios with its 95 % interval (_report.median_interval), and how many of the 64 tokens each side
+generated alike.  Goals: eager >= 0.95 of native; graph >= 0.97 of native graph and >= 2x flagos eager; compiled
+has no goal of its own yet.
 
     python benchmarks/device/gpu_decode.py [--out gpu_decode.json] [--runs 5] [--modes eager graph compiled]
         [--reference-python PY] [--flagos-in-process | --calibrate-loaded]
