@@ -30,8 +30,8 @@
 #                      carried, only their .dist-info; tools/gpu-offline-env.sh rebuilds them there from the
 #                      installed files, each checked against the wheel's RECORD sha256 (needs --machine-nvidia)
 #   --xz-preset N      xz level of the Python tarball (default 6)
-#   --piece-mib N      piece size (default 60: a transfer of at most 64 MiB per call, the ~2 MiB
-#                      repository included)
+#   --piece-mib N      piece size (default: the largest that fits a transfer call of at most 64 MiB
+#                      beside this checkout's working tree, which every call copies too)
 #
 # Carrying the pieces (see tools/README.md): the target has no network; a runner copies the repository plus
 # ignored paths inside it, at most 64 MiB a call, and runs one command there.
@@ -51,7 +51,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HELPER="$ROOT/tools/gpu_offline"
-WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB=60 XZ=6 TARGET_HAS="" SDK_FROM=""
+WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB="" XZ=6 TARGET_HAS="" SDK_FROM=""
 FIND_LINKS=() TOOLS=()
 die() { echo "tools/gpu-offline-pack.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -177,8 +177,8 @@ Path(sys.argv[2]).write_text(json.dumps(doc, indent=2) + "\n")
 EOF
 t_assemble=$((SECONDS - t0))
 
-say "pieces of at most $PIECE_MIB MiB"
-"$PY" "$HELPER" split --payload "$PAYLOAD" --out "$OUT/pieces" --piece-mib "$PIECE_MIB"
+say "pieces of ${PIECE_MIB:+at most $PIECE_MIB MiB}${PIECE_MIB:-the largest size a transfer call fits}"
+"$PY" "$HELPER" split --payload "$PAYLOAD" --out "$OUT/pieces" ${PIECE_MIB:+--piece-mib "$PIECE_MIB"}
 size=$(du -sb "$PAYLOAD" | cut -f1)
 n=$(ls "$OUT"/pieces/payload.part-* | wc -l)
 echo "payload $((size / 1048576)) MiB in $n pieces under $OUT/pieces (assembled in ${t_assemble}s, total $((SECONDS - t0))s)" >&2

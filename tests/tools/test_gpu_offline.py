@@ -89,11 +89,19 @@ def test_missing_pieces_and_manifests_are_named(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no manifest.json" in done.stderr
 
 
+def checkout(repo: Path) -> Path:
+    """A git checkout whose build/ is ignored, as the runner sees one: it copies what git does not ignore."""
+    require_tool("git")
+    (repo / "build").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text("build/\n")
+    return repo
+
+
 def test_carry_calls_take_one_piece_each_through_an_ignored_link(tmp_path: Path) -> None:
     payload_tree(tmp_path / "payload")
     manifest = split(tmp_path / "payload", tmp_path / "pieces", 1000)
-    repo = tmp_path / "repo"
-    (repo / "build").mkdir(parents=True)
+    repo = checkout(tmp_path / "repo")
     (repo / "build" / "gpu-offline").symlink_to(tmp_path)
     done = helper("carry-calls", "--pieces", str(repo / "build" / "gpu-offline" / "pieces"), "--repo", str(repo))
     assert done.returncode == 0, done.stderr
@@ -109,6 +117,7 @@ def test_carry_calls_take_one_piece_each_through_an_ignored_link(tmp_path: Path)
 def test_carry_calls_read_in_part_end_quietly(tmp_path: Path) -> None:
     # `carry-calls | head -1`: more calls than a pipe holds, the reader gone after one line.
     payload_tree(tmp_path / "payload")
+    checkout(tmp_path / "repo")
     manifest = split(tmp_path / "payload", tmp_path / "repo" / "build" / "pieces", 8)
     assert len(manifest["pieces"]) * 150 > 1 << 16  # type: ignore[arg-type]
     command = [sys.executable, str(HELPER), "carry-calls", "--pieces", str(tmp_path / "repo" / "build" / "pieces"),
@@ -121,6 +130,32 @@ def test_carry_calls_read_in_part_end_quietly(tmp_path: Path) -> None:
         complaints = reader.stderr.read()
     assert first["carry"] == ["build/pieces/payload.part-000"]
     assert complaints == ""
+
+
+def test_pieces_too_large_to_carry_beside_the_working_tree_are_refused(tmp_path: Path) -> None:
+    repo = checkout(tmp_path / "repo")
+    payload = tmp_path / "payload"
+    payload.mkdir()
+    with (payload / "big.bin").open("wb") as f:  # sparse: the sizes matter, not the bytes
+        f.truncate(120 << 20)
+    # A working tree of 10 MiB (untracked but not ignored: every call copies it).
+    with (repo / "notes.bin").open("wb") as f:
+        f.truncate(10 << 20)
+    pieces = repo / "build" / "pieces"
+    done = helper("split", "--payload", str(payload), "--out", str(pieces), "--piece-mib", "60")
+    assert done.returncode == 0, done.stderr
+    refused = helper("carry-calls", "--pieces", str(pieces), "--repo", str(repo))
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1
+    assert "over the 64 MiB" in refused.stderr and "--piece-mib 52" in refused.stderr
+    # The default size is the largest that fits: 64 MiB less the tree (10 MiB and .gitignore) and a MiB of margin.
+    shutil.rmtree(pieces)
+    done = helper("split", "--payload", str(payload), "--out", str(pieces), "--repo", str(repo))
+    assert done.returncode == 0, done.stderr
+    sizes = [p["size"] for p in json.loads((pieces / "manifest.json").read_text())["pieces"]]
+    assert max(sizes) == 52 << 20 and sum(sizes) == 120 << 20
+    calls = helper("carry-calls", "--pieces", str(pieces), "--repo", str(repo))
+    assert calls.returncode == 0, calls.stderr
+    assert len(calls.stdout.splitlines()) == 3
 
 
 def test_scripts_refuse_bad_input_in_one_line(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ Standard library only, Python >= 3.8: it runs under the packing machine's Python
 machine's own python3 when reassembling, before the carried Python exists there.  Run the folder:
 
     python3 tools/gpu_offline pack-python  --python PY --out TARBALL
-    python3 tools/gpu_offline split        --payload DIR --out PIECES_DIR [--piece-mib 60]
+    python3 tools/gpu_offline split        --payload DIR --out PIECES_DIR [--piece-mib N]
     python3 tools/gpu_offline reassemble   --pieces PIECES_DIR --dest DIR
     python3 tools/gpu_offline omit-installed --wheelhouse WH --freeze FREEZE --records DIR --omitted DIR
     python3 tools/gpu_offline rebuild      --records DIR --site SITE_PACKAGES [--prefix PREFIX] --out WH
@@ -27,7 +27,7 @@ import os
 import sys
 from pathlib import Path
 
-from carry_calls import carry_calls
+from carry_calls import carry_calls, largest_piece_mib
 from driver_stub import driver_stub
 from failures import CheckFailed, UsageError
 from installed_wheels import omit_installed, rebuild
@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("split")
     s.add_argument("--payload", required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--piece-mib", type=float, default=60)
+    s.add_argument("--piece-mib", type=float, default=None,
+                   help="piece size (default: the largest whose transfer call fits beside --repo's working tree)")
+    s.add_argument("--repo", default=str(Path(__file__).resolve().parents[2]))
     s = sub.add_parser("reassemble")
     s.add_argument("--pieces", required=True)
     s.add_argument("--dest", required=True)
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "unpack":
             unpack(Path(args.tarball), Path(args.dest))
         elif args.command == "split":
-            m = split(Path(args.payload), Path(args.out), int(args.piece_mib * (1 << 20)))
+            piece_mib = args.piece_mib if args.piece_mib is not None else largest_piece_mib(Path(args.repo))
+            m = split(Path(args.payload), Path(args.out), int(piece_mib * (1 << 20)))
             print(f"{len(m['pieces'])} pieces, {m['total_size']} bytes, in {args.out}", file=sys.stderr)  # type: ignore[arg-type]
         elif args.command == "reassemble":
             m = reassemble(Path(args.pieces), Path(args.dest))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from failures import UsageError
@@ -10,6 +11,37 @@ from pieces import MANIFEST, load_manifest
 
 # On the target, outside the working tree that each call replaces.
 STAGE = "/tmp/flagos-pieces"
+# What one call may copy: the working tree and the paths it carries together.
+CALL_LIMIT = 64 << 20
+# Kept free beside the largest piece, for the manifest and for the working tree's growth between a pack
+# and the transfers.
+MARGIN = 1 << 20
+
+
+def working_tree_bytes(repo: Path) -> int:
+    """The bytes every call copies besides what it carries: the files git tracks, and the untracked ones it
+    does not ignore (the runner's rule)."""
+    try:
+        listed = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise UsageError(f"cannot list the working tree of {repo} with git ({e}) — the calls copy a git checkout:"
+                         " give --repo the checkout that holds the pieces") from None
+    total = 0
+    for name in filter(None, listed.split(b"\0")):
+        path = repo / os.fsdecode(name)
+        if path.is_file() and not path.is_symlink():  # a deleted file is still listed until committed
+            total += path.stat().st_size
+    return total
+
+
+def largest_piece_mib(repo: Path) -> int:
+    """The largest piece size, in whole MiB, whose call fits beside this working tree."""
+    room = CALL_LIMIT - MARGIN - working_tree_bytes(repo)
+    if room < 1 << 20:
+        raise UsageError(f"the working tree of {repo} leaves less than 1 MiB of a call's 64 MiB for a piece —"
+                         " move large untracked files out of the checkout or ignore them")
+    return room >> 20
 
 
 def carry_calls(pieces_dir: Path, repo: Path, out_arg: str) -> list[dict[str, object]]:
@@ -29,6 +61,13 @@ def carry_calls(pieces_dir: Path, repo: Path, out_arg: str) -> list[dict[str, ob
         raise UsageError(f"the pieces ({pieces_dir}) are outside the repository ({repo}) — pack with --out under"
                          " build/ (ignored) or link an ignored folder there to them: only paths inside the"
                          " repository can be carried")
+    # The last call carries the manifest besides its piece; every call copies the working tree too.
+    largest = max(int(p["size"]) for p in manifest["pieces"]) + (pieces_dir / MANIFEST).stat().st_size  # type: ignore[attr-defined]
+    tree = working_tree_bytes(repo)
+    if tree + largest > CALL_LIMIT:
+        raise UsageError(f"a call would copy {(tree + largest) / (1 << 20):.1f} MiB (the working tree's"
+                         f" {tree / (1 << 20):.1f} MiB and a piece's {largest / (1 << 20):.1f} MiB), over the 64 MiB"
+                         f" one call carries — split the payload again with --piece-mib {largest_piece_mib(repo)}")
     count = f"ls {STAGE} | grep -c part-"
     calls: list[dict[str, object]] = []
     pieces = [str(p["name"]) for p in manifest["pieces"]]  # type: ignore[attr-defined]
