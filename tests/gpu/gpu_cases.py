@@ -61,6 +61,22 @@ def sdpa(device: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> list
     return [out.detach().cpu(), *[leaf.grad.cpu() for leaf in leaves]]
 
 
+def flash_attention(device: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> list[torch.Tensor]:
+    """Causal flash attention and its gradients: on flagos, the overrideable fused kernel that flagos answers a
+    flash choice with from torch 2.12 on (it runs the kernel device's flash kernel); elsewhere,
+    scaled_dot_product_attention held to its flash kernel."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
+    if device == "flagos":
+        out = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*leaves, None, 0.0, True)[0]
+    else:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            out = F.scaled_dot_product_attention(*leaves, is_causal=True)
+    out.float().square().sum().backward()
+    return [out.detach().cpu(), *[leaf.grad.cpu() for leaf in leaves]]
+
+
 def make_inputs() -> dict[str, object]:
     """Every input of the suite's compared computations, on the CPU (torch.save-able)."""
     forward = {}
@@ -92,4 +108,5 @@ def all_results(inputs: dict[str, object], device: str) -> dict[str, object]:
         "backward": {name: backward_grads(name, args, device) for name, args in inputs["backward"].items()},  # type: ignore[attr-defined]
         "train": train_losses(device, train["state"], train["x"], train["y"]),  # type: ignore[index]
         "sdpa": {key: sdpa(device, *qkv) for key, qkv in inputs["sdpa"].items()},  # type: ignore[attr-defined]
+        "flash": flash_attention(device, *inputs["sdpa"][str(torch.bfloat16)]),  # type: ignore[index]
     }

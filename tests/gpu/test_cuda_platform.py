@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from gpu_cases import BACKWARD_CASES, NATIVE_CUDA_API, SDPA_DTYPES, backward_grads, case_id, sdpa, train_losses
+from gpu_cases import (BACKWARD_CASES, NATIVE_CUDA_API, SDPA_DTYPES, backward_grads, case_id, flash_attention, sdpa,
+                       train_losses)
 from op_cases import Case, dtype_params, flat
 
 pytestmark = pytest.mark.gpu
@@ -64,6 +65,11 @@ def test_scaled_dot_product_attention_forward_and_backward(dtype: torch.dtype, i
     tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-4, "rtol": 1e-4}
     for a, e in zip(sdpa("flagos", *inputs["sdpa"][str(dtype)]), native["sdpa"][str(dtype)]):
         torch.testing.assert_close(a, e, **tol)
+
+
+def test_overrideable_fused_attention_runs_cudas_flash_kernel(inputs: dict, native: dict) -> None:
+    for a, e in zip(flash_attention("flagos", *inputs["sdpa"][str(torch.bfloat16)]), native["flash"]):
+        torch.testing.assert_close(a, e, atol=2e-2, rtol=2e-2)
 
 
 def test_streams_are_cuda_streams_and_events_order_work() -> None:

@@ -34,7 +34,7 @@ def test_the_suites_computations_come_back_from_the_reference_interpreter() -> N
     inputs = make_inputs()
     got = reference.call("gpu_cases:all_results", inputs, "cpu", python=sys.executable)
     assert_same(got, all_results(inputs, "cpu"))
-    assert {"forward", "backward", "train", "sdpa"} == got.keys() and len(got["forward"]) > 50
+    assert {"forward", "backward", "train", "sdpa", "flash"} == got.keys() and len(got["forward"]) > 50
 
 
 def test_arguments_and_results_keep_their_types() -> None:

@@ -176,3 +176,33 @@ def test_views_share_device_memory() -> None:
     expected.t()[1:3] = 5
     torch.testing.assert_close(d.cpu(), expected)
     assert real.device.type == "flagos" and real.sum().item() == 3.0
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["causal", "additive_mask"])
+def test_overrideable_fused_attention_matches_attention_on_the_cpu(masked: bool) -> None:
+    # The kernel scaled_dot_product_attention's "overrideable" choice reaches; on the host platform it runs the
+    # CPU's flash kernel.
+    g = torch.Generator().manual_seed(0)
+    qkv = [torch.randn(2, 4, 9, 16, generator=g) for _ in range(3)]
+    mask = torch.randn(9, 9, generator=g) if masked else None
+    cpu = [t.clone().requires_grad_() for t in qkv]
+    expected = torch.nn.functional.scaled_dot_product_attention(*cpu, attn_mask=mask, is_causal=not masked)
+    expected.square().sum().backward()
+    flagos = [t.to("flagos").requires_grad_() for t in qkv]
+    out = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        *flagos, None if mask is None else mask.to("flagos"), 0.0, not masked)[0]
+    out.square().sum().backward()
+    assert out.device.type == "flagos"
+    torch.testing.assert_close(out.detach().cpu(), expected.detach())
+    for a, e in zip(flagos, cpu):
+        assert a.grad is not None and e.grad is not None
+        torch.testing.assert_close(a.grad.cpu(), e.grad)
+
+
+def test_overrideable_fused_attention_refuses_a_mask_that_needs_a_gradient() -> None:
+    # Its kernels do not differentiate the mask: a gradient left undefined would read as zero.
+    q, k, v = (torch.randn(1, 2, 5, 8, device="flagos", requires_grad=True) for _ in range(3))
+    mask = torch.randn(5, 5, device="flagos", requires_grad=True)
+    out = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, mask)[0]
+    with pytest.raises(NotImplementedError, match="no gradient for attn_bias"):
+        out.sum().backward()

@@ -17,6 +17,15 @@ namespace torch_fl::aten {
 
 namespace {
 
+// A fake, functional or other wrapper tensor (what torch.compile traces with: its storage has no data), or one
+// with symbolic sizes.
+bool traced(const at::Tensor& t) {
+  static const c10::DispatchKeySet wrappers({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+                                             c10::DispatchKey::Functionalize});
+  const c10::TensorImpl& impl = *t.unsafeGetTensorImpl();
+  return impl.key_set().has_any(wrappers) || impl.has_symbolic_sizes_strides();
+}
+
 // The choice reads metadata only -- sizes, strides, dtypes, and which operands
 // need gradients (the CPU flash kernel is not differentiable in attn_mask) --
 // never data.  A plain flagos operand that needs no gradient (inference, decoding) is stood for by its
@@ -26,11 +35,7 @@ namespace {
 // symbolic sizes, a nested tensor -- by a tensor of the kernel device type without memory.
 at::Tensor choice_view(const at::Tensor& t) {
   if (!is_flagos(t)) return t;
-  const c10::TensorImpl& impl = *t.unsafeGetTensorImpl();
-  static const c10::DispatchKeySet wrappers({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
-                                             c10::DispatchKey::Functionalize});
-  if (!t.requires_grad() && t.layout() == c10::kStrided && !impl.key_set().has_any(wrappers) &&
-      !impl.has_symbolic_sizes_strides() && impl.unsafe_storage()) {
+  if (!t.requires_grad() && t.layout() == c10::kStrided && !traced(t) && t.unsafeGetTensorImpl()->unsafe_storage()) {
     return cached_kernel_view(t);
   }
   const c10::Device where = kernel_device_of(t.device());
@@ -57,10 +62,21 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   // Here scaled_dot_product_attention sends a flash-attention choice on any
   // device but CUDA to the CPU's flash kernel (_scaled_dot_product_flash_attention_for_cpu:
   // no dropout, no CUDA kernel; seen with 2.13, while 2.11 hands PrivateUse1 to
-  // the device's flash kernel).  On CUDA memory flagos answers memory-efficient
-  // attention instead, which the composite hands to the device's own kernel.
+  // the device's flash kernel).  On CUDA memory flagos answers the overrideable
+  // kernel instead, which the composite hands to the device's own, and which
+  // flagos runs on CUDA's flash kernel (OverrideableOps.cpp).  That kernel takes
+  // head sizes in multiples of 8 only, which the composite pads others to on
+  // CUDA tensors alone.  Traced calls keep memory-efficient attention too: the
+  // overrideable kernel's meta function does not describe what CUDA's flash
+  // kernel returns (its output's strides, its RNG state), which compiled code
+  // would read as described.  Memory-efficient attention keeps more for the
+  // backward (8 MiB a layer in benchmarks/device/gpu_transformer.py's step).
   if (runtime::kernel_device_type() == c10::kCUDA && choice == static_cast<int64_t>(at::SDPBackend::flash_attention)) {
-    return static_cast<int64_t>(at::SDPBackend::efficient_attention);
+    const auto eager_dense = [](const at::Tensor& t) { return !traced(t) && !t.is_nested(); };
+    const bool eager_and_unpadded = eager_dense(query) && eager_dense(key) && eager_dense(value) &&
+                                    query.size(-1) % 8 == 0 && key.size(-1) % 8 == 0 && value.size(-1) % 8 == 0;
+    return static_cast<int64_t>(eager_and_unpadded ? at::SDPBackend::overrideable
+                                                   : at::SDPBackend::efficient_attention);
   }
 #endif
   return choice;

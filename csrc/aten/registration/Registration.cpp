@@ -28,6 +28,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(fused_attention_overrideable));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(fused_attention_overrideable_backward));
   m.impl("_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
