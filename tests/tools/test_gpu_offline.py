@@ -110,6 +110,7 @@ def test_carry_calls_take_one_piece_each_through_an_ignored_link(tmp_path: Path)
     assert [c["carry"][0] for c in calls] == [f"build/gpu-offline/pieces/{n}" for n in names]
     assert all(len(c["carry"]) == 1 for c in calls[:-1]) and calls[-1]["carry"][1].endswith("manifest.json")
     assert all(len(c["command"]) <= 2000 for c in calls) and "tools/gpu-offline-env.sh --pieces" in calls[-1]["command"]
+    assert '--reference-python "$(command -v python3)"' in calls[-1]["command"]  # no native torch carried
     outside = helper("carry-calls", "--pieces", str(tmp_path / "pieces"), "--repo", str(repo))
     assert outside.returncode == 2 and "outside the repository" in outside.stderr
 
@@ -236,6 +237,13 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
     assert sorted(w.name for w in (out / "payload" / "native").iterdir()) == sorted([native.name, "native_only-1.0-py3-none-any.whl"])
     manifest = json.loads((out / "pieces" / "manifest.json").read_text())
     assert len(manifest["pieces"]) > 1 and all(p["size"] <= 4 << 20 for p in manifest["pieces"])
+    # The carried native torch is the native side: the last transfer call names no other.
+    repo = checkout(tmp_path / "repo")
+    (repo / "build" / "carry").symlink_to(out)
+    calls = helper("carry-calls", "--pieces", str(repo / "build" / "carry" / "pieces"), "--repo", str(repo))
+    assert calls.returncode == 0, calls.stderr
+    last = json.loads(calls.stdout.splitlines()[-1])["command"]
+    assert "--machine-nvidia" in last and "--reference-python" not in last
 
     # A corrupted piece: the run stops at reassembly and names it.
     bad = tmp_path / "bad-pieces"

@@ -76,15 +76,19 @@ def carry_calls(pieces_dir: Path, repo: Path, out_arg: str) -> list[dict[str, ob
                       "command": f"mkdir -p {STAGE} && cp {rel}/{name} {STAGE}/ && {count}"})
     last = pieces[-1]
     # The machine's own python3 holds its CUDA torch: its nvidia packages are the second environment's,
-    # and it is the reference interpreter of the GPU check (native CUDA results to compare with).
+    # and it is the reference interpreter of the GPU check (native CUDA results to compare with), unless the
+    # payload carries a CUDA build of its own torch release for that (gpu-offline-pack.sh --native-torch).
     nv = "$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))')"
+    native_carried = any(str(f["path"]).startswith("native/") for f in manifest["files"])  # type: ignore[attr-defined]
+    reference = "" if native_carried else ' --reference-python "$(command -v python3)"'
+
     # Few files come back from $OUT: results.json (every step, with its log's tail) and one archive of
     # all the logs and JSON reports.  `timeout 560` leaves the copy its time inside the call's 600 s; a run
     # cut short can be resumed without reassembly: --payload /tmp/torch-fl-gpu-offline/payload.
     calls.append({"carry": [f"{rel}/{last}", f"{rel}/{MANIFEST}"], "timeout_s": 600,
                   "command": f"mkdir -p {STAGE} && cp {rel}/{last} {rel}/{MANIFEST} {STAGE}/ && {count}; "
-                             f"timeout 560 tools/gpu-offline-env.sh --pieces {STAGE} --out {out_arg} --machine-nvidia {nv} "
-                             f"--reference-python \"$(command -v python3)\"; rc=$?; "
+                             f"timeout 560 tools/gpu-offline-env.sh --pieces {STAGE} --out {out_arg} --machine-nvidia {nv}"
+                             f"{reference}; rc=$?; "
                              f"cp {out_arg}/results.json $OUT/; tar -czf $OUT/offline-out.tar.gz -C {out_arg} .; "
                              "exit $rc"})
     return calls
