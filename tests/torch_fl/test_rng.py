@@ -13,6 +13,7 @@ def _draw() -> list[torch.Tensor]:
         torch.randint(0, 100, (6,), device="flagos").cpu(),
         torch.nn.functional.dropout(torch.ones(20, device="flagos"), 0.5).cpu(),
         torch.randperm(8, device="flagos").cpu(),
+        torch.nn.functional.scaled_dot_product_attention(*torch.ones(3, 1, 2, 4, 8, device="flagos"), dropout_p=0.5).cpu(),
     ]
 
 

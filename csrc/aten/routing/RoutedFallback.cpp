@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -59,6 +60,8 @@ struct OpPlan {
   std::vector<bool> written;    // the argument is written to (in-place, out=)
   std::vector<bool> generator;  // the argument is a Generator / Generator?
   bool uses_randomness = false;  // a generator argument, or seeded without one
+  // Of a seeded operator, its `dropout_p` argument: attention kernels draw random numbers for dropout only.
+  std::optional<size_t> dropout_p;
   const SameDevicePlan* same_device = nullptr;  // CUDA's device check, for where a CPU kernel runs
 };
 
@@ -69,6 +72,9 @@ const OpPlan& plan_for(const c10::OperatorHandle& op) {
     OpPlan& plan = it->second;
     bool has_generator = false;
     for (const auto& argument : op.schema().arguments()) {
+      if (argument.name() == "dropout_p" && argument.type()->kind() == c10::TypeKind::FloatType) {
+        plan.dropout_p = plan.written.size();
+      }
       plan.written.push_back(argument.alias_info() != nullptr && argument.alias_info()->isWrite());
       plan.generator.push_back(is_optional_generator(argument));
       has_generator = has_generator || plan.generator.back();
@@ -180,6 +186,9 @@ std::unique_ptr<LentKernelGenerator> substitute_generators(const OpPlan& plan, t
     }
   }
   if (has_generator_argument) return nullptr;
+  // Without dropout there is nothing to lend: on the host platform the state copies each way cost a decoded
+  // token about a tenth of the layer's own instructions (tools/callgrind_host.py --workload decode).
+  if (plan.dropout_p && stack[first + *plan.dropout_p].toDouble() == 0.0) return nullptr;
   // cuda: the engine is the kernel device's default generator itself (default_generator_engine).
   if (flagos_generator_is_kernel_default(device)) return nullptr;
   return std::make_unique<LentKernelGenerator>(flagos_generator_of(device).engine());
