@@ -187,7 +187,7 @@ std::unique_ptr<LentKernelGenerator> substitute_generators(const OpPlan& plan, t
   }
   if (has_generator_argument) return nullptr;
   // Without dropout there is nothing to lend: on the host platform the state copies each way cost a decoded
-  // token about a tenth of the layer's own instructions (tools/callgrind_host.py --workload decode).
+  // token a fifth of the layer's extra instructions (docs/performance.md, "results written in place").
   if (plan.dropout_p && stack[first + *plan.dropout_p].toDouble() == 0.0) return nullptr;
   // cuda: the engine is the kernel device's default generator itself (default_generator_engine).
   if (flagos_generator_is_kernel_default(device)) return nullptr;
