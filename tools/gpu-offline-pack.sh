@@ -160,7 +160,7 @@ if [[ -n "$NATIVE_TORCH" ]]; then
   say "native side: $(basename "$NATIVE_TORCH"), and what it needs beyond the wheelhouse"
   rm -rf "$OUT/native-all" && mkdir -p "$PAYLOAD/native"
   "$PY" -m pip download --quiet --only-binary=:all: "${FIND_LINKS[@]}" --find-links "$WH" -d "$OUT/native-all" \
-    "$NATIVE_TORCH" "${TOOLS[@]}"
+    "$NATIVE_TORCH"
   for f in "$OUT"/native-all/*.whl; do [[ -e "$WH/$(basename "$f")" ]] || mv "$f" "$PAYLOAD/native/"; done
   "$PY" -m pip install --quiet --dry-run --ignore-installed --no-index --find-links "$WH" --find-links "$PAYLOAD/native" \
     "$PAYLOAD/native/$(basename "$NATIVE_TORCH")" "${TOOLS[@]}" \

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from op_cases import BACKWARD_CASES, CASES, F32, Case, flat
 
 # torch.cuda's Python API exists only in CUDA builds of torch; on stock torch+cpu
@@ -65,8 +66,6 @@ def flash_attention(device: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     """Causal flash attention and its gradients: on flagos, the overrideable fused kernel that flagos answers a
     flash choice with from torch 2.12 on (it runs the kernel device's flash kernel); elsewhere,
     scaled_dot_product_attention held to its flash kernel."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
     if device == "flagos":
         out = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*leaves, None, 0.0, True)[0]

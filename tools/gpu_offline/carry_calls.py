@@ -35,9 +35,10 @@ def working_tree_bytes(repo: Path) -> int:
     return total
 
 
-def largest_piece_mib(repo: Path) -> int:
-    """The largest piece size, in whole MiB, whose call fits beside this working tree."""
-    room = CALL_LIMIT - MARGIN - working_tree_bytes(repo)
+def largest_piece_mib(repo: Path, tree: int | None = None) -> int:
+    """The largest piece size, in whole MiB, whose call fits beside this working tree (of `tree` bytes, when
+    already counted)."""
+    room = CALL_LIMIT - MARGIN - (working_tree_bytes(repo) if tree is None else tree)
     if room < 1 << 20:
         raise UsageError(f"the working tree of {repo} leaves less than 1 MiB of a call's 64 MiB for a piece —"
                          " move large untracked files out of the checkout or ignore them")
@@ -67,7 +68,7 @@ def carry_calls(pieces_dir: Path, repo: Path, out_arg: str) -> list[dict[str, ob
     if tree + largest > CALL_LIMIT:
         raise UsageError(f"a call would copy {(tree + largest) / (1 << 20):.1f} MiB (the working tree's"
                          f" {tree / (1 << 20):.1f} MiB and a piece's {largest / (1 << 20):.1f} MiB), over the 64 MiB"
-                         f" one call carries — split the payload again with --piece-mib {largest_piece_mib(repo)}")
+                         f" one call carries — split the payload again with --piece-mib {largest_piece_mib(repo, tree)}")
     count = f"ls {STAGE} | grep -c part-"
     calls: list[dict[str, object]] = []
     pieces = [str(p["name"]) for p in manifest["pieces"]]  # type: ignore[attr-defined]
