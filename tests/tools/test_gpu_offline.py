@@ -191,7 +191,7 @@ def env_without_pip_settings() -> dict[str, str]:
 def _need_tools() -> None:
     if sys.version_info[:2] != (3, 11):
         pytest.skip("the procedure packs a Python 3.11; this is another")
-    for tool in ("patchelf", "objdump", "ldd"):
+    for tool in ("patchelf", "objdump", "ldd", "cc"):
         require_tool(tool)
 
 
@@ -274,6 +274,13 @@ def test_pack_then_offline_env_from_the_pieces(tmp_path: Path) -> None:
                            capture_output=True, text=True, check=True, cwd=work, env={"PATH": "/usr/bin:/bin"})
     base, version = probe.stdout.split()
     assert Path(base).parent == work / "python" and version == "2.13.0+cpu"
+    # Triton builds its launcher against the interpreter's Python.h: the carried copy must compile one.
+    include = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+                             capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"}).stdout.strip()
+    assert Path(include).is_relative_to(work / "python")
+    launcher = subprocess.run(["cc", "-fsyntax-only", f"-I{include}", "-x", "c", "-"], input="#include <Python.h>\n",
+                              capture_output=True, text=True, check=False)
+    assert launcher.returncode == 0, launcher.stderr
     installed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
                                check=True, env={**env, "PATH": "/usr/bin:/bin"}).stdout.split()
     assert sorted(i.split("==")[0].lower().replace("_", "-") for i in installed) == ["nvidia-fake-cu13", "pip", "torch", "torch-fl"]

@@ -41,7 +41,7 @@ def glibc_floor(files: list[Path]) -> str:
 
 
 def pack_python(python: str, out: Path, preset: int = 6) -> dict[str, object]:
-    """A relocatable copy of `python`: binary + libpython + stdlib + the non-glibc libraries its modules need.
+    """A relocatable copy of `python`: binary + libpython + stdlib + headers + the non-glibc libraries its modules need.
 
     The binary's RUNPATH becomes $ORIGIN/../lib and each extension module's $ORIGIN/../.. (lib/), so the
     tree runs from any prefix with no LD_LIBRARY_PATH or PYTHONHOME; CPython finds its prefix from the
@@ -49,12 +49,12 @@ def pack_python(python: str, out: Path, preset: int = 6) -> dict[str, object]:
     """
     script = ("import sys, sysconfig; print(sys.base_prefix); "
               "print('%d.%d' % sys.version_info[:2]); print(sys.version.split()[0]); "
-              "print(sysconfig.get_config_var('LDLIBRARY') or '')")
+              "print(sysconfig.get_config_var('LDLIBRARY') or ''); print(sysconfig.get_paths()['include'])")
     probe = subprocess.run([python, "-c", script],
                            capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         raise UsageError(f"cannot run {python} ({probe.stderr.strip()[-200:]}) — give --python an interpreter")
-    prefix_s, xy, full, ldlibrary = probe.stdout.split("\n")[:4]
+    prefix_s, xy, full, ldlibrary, include = probe.stdout.split("\n")[:5]
     prefix = Path(prefix_s)
     patchelf = shutil.which("patchelf")
     if not patchelf:
@@ -80,6 +80,12 @@ def pack_python(python: str, out: Path, preset: int = 6) -> dict[str, object]:
     (stdlib / "site-packages").mkdir(exist_ok=True)
     for cfg in stdlib.glob("config-*"):
         shutil.rmtree(cfg)  # static libpython and Makefile: only for embedding/compiling, tens of MB
+    # The headers stay: triton builds its launcher against Python.h the first time a kernel runs, so
+    # torch.compile and every triton kernel of a CUDA torch need them.
+    if not (Path(include) / "Python.h").is_file():
+        raise UsageError(f"{python} has no Python.h in {include} — give --python an interpreter with its headers "
+                         "(the python3-dev package, or a pyenv/python.org build)")
+    shutil.copytree(include, root / "include" / f"python{xy}", symlinks=True)
 
     grafted: dict[str, Path] = {}
     modules = sorted((stdlib / "lib-dynload").glob("*.so"))
