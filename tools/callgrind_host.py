@@ -8,12 +8,8 @@ how many more times it fetches code the cache no longer held: the same layer cod
 
     python tools/callgrind_host.py [--workload decode|train] [--units 10] [--top 30] [--json OUT] [--keep DIR]
 
-Workloads (small, so that a run takes about half a minute under callgrind):
-
-* `decode`: a unit is one token of batch-1 greedy decoding of a Hugging Face Llama made from a config in code
-  (8 layers, hidden 64, dynamic cache), the loop of `benchmarks/device/gpu_decode.py`'s eager mode;
-* `train`: a unit is one training step of a 2-layer `nn.TransformerEncoder` (d_model 64) with AdamW
-  (`foreach=True` on both devices, as CUDA and flagos default to).
+The workloads are `tools/device_workloads.py`'s, small so that a run takes about half a minute under callgrind:
+`decode` (a unit is a token of batch-1 greedy decoding) and `train` (a unit is a training step).
 
 Functions are told apart by name: callgrind merges the local copies several libraries make of one inline
 function (intrusive_ptr's reference counting) and labels them with one of those libraries, so the per-library
@@ -53,6 +49,7 @@ def child(workload: str, device: str, units: int, shim: str) -> None:
     import ctypes
 
     import torch
+    from device_workloads import WORKLOADS
 
     if device == "flagos":
         import torch_fl  # noqa: F401
@@ -67,37 +64,9 @@ def child(workload: str, device: str, units: int, shim: str) -> None:
             unit()
         collector.stop_collecting()
 
-    torch.manual_seed(0)
     torch.set_num_threads(1)
-    if workload == "decode":
-        from transformers import LlamaConfig, LlamaForCausalLM
-
-        config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=8, num_attention_heads=4,
-                             num_key_value_heads=4, vocab_size=256, max_position_embeddings=256,
-                             attn_implementation="sdpa")
-        model = LlamaForCausalLM(config).eval().to(device)
-        prompt = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(1)).to(device)
-        with torch.no_grad():
-            state = {"out": model(input_ids=prompt, use_cache=True)}
-
-            def token() -> None:
-                out = state["out"]
-                state["out"] = model(input_ids=out.logits[:, -1:].argmax(-1), past_key_values=out.past_key_values,
-                                     use_cache=True)
-
-            collect(token, warmup=5)
-        return
-    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True, norm_first=True)
-    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    x = torch.randn(2, 16, 64).to(device)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        model(x).float().square().mean().backward()
-        optimizer.step()
-
-    collect(step, warmup=3)
+    unit = WORKLOADS[workload](device)
+    collect(unit, warmup=5 if workload == "decode" else 3)
 
 
 def build_shim(folder: Path) -> Path:
