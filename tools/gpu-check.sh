@@ -11,7 +11,9 @@
 #       tools/gpu-check.sh --build --python python3 --out OUT
 #
 # Steps, in order (each recorded; a failed step does not stop the later ones):
-#   build       with --build: pip install this checkout into PY, FLAGOS_PLATFORM=cuda (no index, no isolation)
+#   build       with --build: pip install this checkout into PY, FLAGOS_PLATFORM=cuda (no index, no isolation);
+#               with --pgo first build-instrumented (FLAGOS_PGO=generate) and pgo-workload (tools/pgo_workload.py
+#               on that plugin, its profile in OUT/pgo-profile), then the build from that profile (FLAGOS_PGO=use)
 #   preflight   where torch_fl was installed from a wheel: torch-fl-preflight --check-installed --json against PY,
 #               with --wheel that wheel file, else --installed (the installed wheel's manifest)
 #   demo        PY -c "import torch; x = torch.randn(1024, 1024, device='flagos'); print((x @ x).device)"
@@ -31,6 +33,7 @@
 #   --pytest-path DIR      a folder holding pytest, put on PYTHONPATH for the suite only, so that PY's environment
 #                          holds only what the wheel needs
 #   --build                build torch_fl for the cuda platform against PY's torch first (it must be a CUDA build)
+#   --pgo                  with --build: a profile-guided build, its profile from the layer's workloads run here
 #   --only STEPS           comma-separated subset of: build,preflight,demo,gpu-suite,bench
 #   --opinfo-shards N      processes for the OpInfo tier (default 4; 0 leaves the tier out): its reference step
 #                          computes native results for every case, and one process takes far longer than a call
@@ -44,7 +47,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RECORD="$ROOT/tools/gpu_check_results.py"
-PY=${PYTHON:-python3} REF="" WHEEL="" PREFLIGHT="" PYTEST_PATH="" OUT="" BUILD=0 NO_GPU=0
+PY=${PYTHON:-python3} REF="" WHEEL="" PREFLIGHT="" PYTEST_PATH="" OUT="" BUILD=0 PGO=0 NO_GPU=0
 ONLY="build,preflight,demo,gpu-suite,bench" BENCHMARKS="" OPINFO_SHARDS=4
 die() { echo "tools/gpu-check.sh: $1" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -56,6 +59,7 @@ while [[ $# -gt 0 ]]; do
     --pytest-path) PYTEST_PATH=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     --build) BUILD=1; shift ;;
+    --pgo) PGO=1; shift ;;
     --only) ONLY=${2:?}; shift 2 ;;
     --benchmarks) BENCHMARKS=${2:?}; shift 2 ;;
     --opinfo-shards) OPINFO_SHARDS=${2:?}; shift 2 ;;
@@ -65,6 +69,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -n "$OUT" ]] || die "no --out folder given — pass --out DIR for results.json and the logs"
+[[ $PGO == 0 || $BUILD == 1 ]] || die "--pgo shapes the build — pass --build with it"
 [[ $OPINFO_SHARDS =~ ^[0-9]+$ ]] || die "--opinfo-shards $OPINFO_SHARDS is not a count — give 0 or more processes"
 IFS=, read -ra _steps <<<"$ONLY"
 if [[ -z "$BENCHMARKS" ]]; then
@@ -122,8 +127,16 @@ cd "$OUT" || die "cannot enter $OUT"
 
 if [[ $BUILD == 1 ]] && wants build; then
   [[ -n "$cuda" ]] || die "--build needs a CUDA build of torch in $PY (it has $torch_version) — install the wheel instead"
-  step build ok -- env -C "$ROOT" FLAGOS_PLATFORM=cuda FLAGOS_WHEEL_LOCAL_VERSION="cuda$cuda" \
-    "$PY" -m pip install --no-build-isolation --no-deps --no-index -v .
+  build=(env -C "$ROOT" FLAGOS_PLATFORM=cuda FLAGOS_WHEEL_LOCAL_VERSION="cuda$cuda")
+  install=("$PY" -m pip install --no-build-isolation --no-deps --no-index -v .)
+  if [[ $PGO == 1 ]]; then
+    profile="$OUT/pgo-profile"
+    rm -rf "$profile"
+    step build-instrumented ok -- "${build[@]}" FLAGOS_PGO=generate FLAGOS_PGO_DIR="$profile" "${install[@]}"
+    step pgo-workload ok -- "$PY" "$ROOT/tools/pgo_workload.py" --profile-dir "$profile"
+    build+=(FLAGOS_PGO=use FLAGOS_PGO_DIR="$profile")
+  fi
+  step build ok -- "${build[@]}" "${install[@]}"
 fi
 
 if wants preflight; then

@@ -34,6 +34,7 @@ def steps(out: Path) -> dict[str, dict]:
     (("--out", "o", "--wheel", "missing.whl"), "no wheel at missing.whl"),
     (("--out", "o", "--bogus"), "unknown argument (--bogus)"),
     (("--out", "o", "--opinfo-shards", "four"), "--opinfo-shards four is not a count"),
+    (("--out", "o", "--pgo"), "--pgo shapes the build — pass --build with it"),
 ])
 def test_unusable_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
     done = check(*args)
