@@ -8,8 +8,7 @@ The workloads are `tools/device_workloads.py`'s (batch-1 decoding of a small Lla
 training steps of a small encoder): the operators, views and results of real models, on whatever platform the
 plugin was built for.  They run in a child process, since the instrumented plugin writes its counts when its
 process exits; then the profile folder must hold counts written since, or the plugin was not a
-FLAGOS_PGO=generate build for that folder.  Run it from outside the checkout (its `torch_fl/` would shadow the
-installed one).  Exit codes: 0 ok, 1 no profile was written, 2 unusable input.
+FLAGOS_PGO=generate build for that folder.  Exit codes: 0 ok, 1 no profile was written, 2 unusable input.
 """
 
 from __future__ import annotations
