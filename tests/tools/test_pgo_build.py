@@ -1,7 +1,7 @@
 """Profile-guided builds of the plugin (CMakeLists.txt's FLAGOS_PGO, tools/pgo_workload.py), for real: the plugin
 built instrumented, the workload run on it writing the profile, the plugin built again from that profile and
-computing what the CPU computes.  Each build goes to a folder of its own and the wheels are imported from a
-target folder ahead of the environment's own torch_fl, which stays as it is.
+computing what the CPU computes.  The builds share one build folder, as the option requires; each wheel is
+installed into a target folder of its own and imported ahead of the environment's torch_fl, which stays as it is.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.paths import REPO
-
 from elftools.elf.elffile import ELFFile
+from support.paths import REPO
 
 WORKLOAD = REPO / "tools" / "pgo_workload.py"
 
