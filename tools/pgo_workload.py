@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+
 def child(workloads: list[str], units: int) -> None:
     import torch
     import torch_fl  # noqa: F401
