@@ -37,6 +37,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from device_workloads import WORKLOADS
+
 SHIM = r"""
 #include <valgrind/callgrind.h>
 void start_collecting(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
@@ -49,7 +51,6 @@ def child(workload: str, device: str, units: int, shim: str) -> None:
     import ctypes
 
     import torch
-    from device_workloads import WORKLOADS
 
     if device == "flagos":
         import torch_fl  # noqa: F401
@@ -127,7 +128,7 @@ def main() -> int:
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workload", choices=("decode", "train"), default="decode")
+    p.add_argument("--workload", choices=sorted(WORKLOADS), default="decode")
     p.add_argument("--units", type=int, default=10, help="tokens or steps collected (default 10)")
     p.add_argument("--top", type=int, default=30, help="functions listed per table (default 30)")
     p.add_argument("--json", type=Path, help="also write the per-unit figures here")

@@ -6,17 +6,17 @@
 * `train_unit(device)`: one training step of a 2-layer `nn.TransformerEncoder` (d_model 64, dropout 0.1) with
   AdamW (`foreach=True`, as CUDA and flagos default to).
 
-Each returns a callable that runs one unit; the models are made once, seeded, on `device`.
+Each returns a callable that runs one unit; the models are made once, seeded, on `device`.  torch is imported
+when a workload is made, so that the tools' command lines can name the workloads without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
-
 
 def decode_unit(device: str) -> Callable[[], None]:
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
@@ -38,6 +38,8 @@ def decode_unit(device: str) -> Callable[[], None]:
 
 
 def train_unit(device: str) -> Callable[[], None]:
+    import torch
+
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True, norm_first=True)
     model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device)

@@ -121,7 +121,7 @@ TORCH_FL_WHEEL="$PAYLOAD/$(meta torch_fl_wheel)"
 PIPWHL="$PAYLOAD/$(meta pip_wheel)"
 PREFLIGHT_WHEEL="$PAYLOAD/$(meta preflight_wheel)"
 PYROOT="$WORK/python/$(meta python root)"
-NATIVE_TORCH=$("$HOSTPY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("native_torch_wheel", ""))' "$PAYLOAD/payload.json")
+NATIVE_TORCH=$(meta native_torch_wheel 2>/dev/null || true)  # only where the pack carried --native-torch
 if [[ $GPU == 1 && -z "$REFERENCE" && -z "$NATIVE_TORCH" ]]; then
   die "no --reference-python given and the payload carries no native torch — pass the machine's own Python with a CUDA build of torch (native results), or pack with --native-torch"
 fi

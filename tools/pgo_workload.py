@@ -19,11 +19,12 @@ import sys
 import time
 from pathlib import Path
 
+from device_workloads import WORKLOADS
+
 
 def child(workloads: list[str], units: int) -> None:
     import torch
     import torch_fl  # noqa: F401
-    from device_workloads import WORKLOADS
 
     torch.set_num_threads(1)
     for name in workloads:
@@ -39,7 +40,7 @@ def main() -> int:
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--profile-dir", type=Path, required=True, help="the FLAGOS_PGO_DIR the plugin was built with")
-    p.add_argument("--workloads", nargs="+", choices=("decode", "train"), default=["decode", "train"])
+    p.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=sorted(WORKLOADS))
     p.add_argument("--units", type=int, default=200, help="tokens or steps of each workload (default 200)")
     args = p.parse_args()
     if args.units < 1:

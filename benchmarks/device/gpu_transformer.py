@@ -6,8 +6,9 @@ first alternating (after 3 warm-up steps each), both processes pinned to the sam
 two cores, so that the GPU machine's speed -- which drifts by up to 2x between
 minutes -- is the same for both within each pair of steps.  Reported: the median step time and
 tokens/s of each over `--steps` steps, the median of the per-pair throughput
-ratios with its 95 % interval (_report.median_interval), and each run's peak memory.  Goals: flagos >= 0.97 of native tokens/s
-(over five runs: their median, and no run below 0.95), peak memory <= 1.02 of native.
+ratios with its 95 % interval (_report.median_interval), and each run's peak memory.
+Goals: flagos >= 0.97 of native tokens/s (over five runs: their median, and no run below 0.95), peak memory
+<= 1.02 of native.
 
 The native model lives in the reference interpreter (`--reference-python`, a
 Python with a CUDA build of torch; _gpu_common.py says why), which never registers
