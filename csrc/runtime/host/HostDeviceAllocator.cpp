@@ -4,8 +4,10 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
@@ -40,18 +42,27 @@ void update(c10::CachingAllocator::StatArray& stats, size_t amount, bool increas
   }
 }
 
+// One block the runtime handed out: this allocator never splits or merges them.  Its record lives from the
+// runtime's malloc to its free, handed out and cached again in between, so that a warm workload's allocations
+// and frees make no allocation of their own.
 struct Block {
-  size_t size;       // rounded size, what the runtime holds
-  size_t requested;  // what the caller asked for
+  void* ptr;
+  c10::DeviceIndex device;
+  size_t size;                 // rounded size, what the runtime holds
+  size_t requested = 0;        // what the caller asked for, while handed out
+  bool live = false;           // handed out
   std::shared_ptr<c10::GatheredContext> context;  // its allocation's stack, while memory history is on
 };
 
 using memory_history::Action;
+using FreeBlocks = std::multimap<size_t, Block*>;  // rounded size -> cached block
 
 struct DeviceCache {
   std::mutex mutex;
-  std::multimap<size_t, void*> free_blocks;        // rounded size -> block
-  std::unordered_map<void*, Block> live_blocks;    // handed out
+  FreeBlocks free_blocks;
+  // The tree nodes of blocks handed out, kept for their next return to free_blocks (a node allocated and freed
+  // per allocation was most of this allocator's own cost).
+  std::vector<FreeBlocks::node_type> spare_nodes;
   DeviceStats stats;
   // set_per_process_memory_fraction: the share of the device's memory the reserved blocks may reach.
   double memory_fraction = 1.0;
@@ -61,24 +72,24 @@ struct DeviceCache {
 };
 
 std::mutex owner_mutex;
-// The pointer -> device map lets the deleter (a plain function pointer) find the
-// cache a block belongs to.
-std::unordered_map<void*, c10::DeviceIndex>& owners() {
-  static auto* map = new std::unordered_map<void*, c10::DeviceIndex>();
+// Every block by its address: the deleter (a plain function pointer, given the address) finds its record here.
+// Changed only when the runtime allocates or frees a block; taken after a cache's mutex where both are held.
+std::unordered_map<void*, std::unique_ptr<Block>>& blocks() {
+  static auto* map = new std::unordered_map<void*, std::unique_ptr<Block>>();
   return *map;
 }
 
 void DeviceCache::release_cached() {
   std::lock_guard<std::mutex> owner_lock(owner_mutex);
-  for (auto& [size, ptr] : free_blocks) {
-    const auto owner = owners().find(ptr);
-    memory_history::record(owner->second, Action::SEGMENT_FREE, reinterpret_cast<size_t>(ptr), size, nullptr);
-    runtime::free_device(ptr);
-    owners().erase(owner);
+  for (auto& [size, block] : free_blocks) {
+    memory_history::record(block->device, Action::SEGMENT_FREE, reinterpret_cast<size_t>(block->ptr), size, nullptr);
+    runtime::free_device(block->ptr);
+    blocks().erase(block->ptr);
     update(stats.reserved_bytes, size, false, size);
     update(stats.segment, 1, false, size);
   }
   free_blocks.clear();
+  spare_nodes.clear();
 }
 
 std::array<DeviceCache, HOSTRT_MAX_DEVICES>& caches() {
@@ -118,38 +129,47 @@ std::string format_bytes(size_t n) {
 
 void free_block(void* ptr) {
   if (ptr == nullptr) return;
-  c10::DeviceIndex device;
+  Block* block;
   {
     std::lock_guard<std::mutex> lock(owner_mutex);
-    auto it = owners().find(ptr);
-    TORCH_INTERNAL_ASSERT(it != owners().end(), "flagos allocator: freeing an unknown pointer");
-    device = it->second;
+    auto it = blocks().find(ptr);
+    TORCH_INTERNAL_ASSERT(it != blocks().end(), "flagos allocator: freeing an unknown pointer");
+    block = it->second.get();  // handed out, so no other thread gives it back to the runtime meanwhile
   }
+  const c10::DeviceIndex device = block->device;
+  const size_t size = block->size;
   auto context = memory_history::context_for(Action::FREE_REQUESTED);
   auto& cache = caches()[device];
   std::lock_guard<std::mutex> lock(cache.mutex);
-  auto it = cache.live_blocks.find(ptr);
-  TORCH_INTERNAL_ASSERT(it != cache.live_blocks.end());
-  const Block block = std::move(it->second);
-  cache.live_blocks.erase(it);
+  TORCH_INTERNAL_ASSERT(block->live, "flagos allocator: freeing a block twice");
+  block->live = false;
   // The host runtime's streams complete in order before a free returns: the block is free at once.
   const auto addr = reinterpret_cast<size_t>(ptr);
-  memory_history::record(device, Action::FREE_REQUESTED, addr, block.size, context);
-  memory_history::record(device, Action::FREE_COMPLETED, addr, block.size, std::move(context));
-  update(cache.stats.allocated_bytes, block.size, false, block.size);
-  update(cache.stats.requested_bytes, block.requested, false, block.size);
-  update(cache.stats.active_bytes, block.size, false, block.size);
-  update(cache.stats.allocation, 1, false, block.size);
-  update(cache.stats.active, 1, false, block.size);
-  cache.free_blocks.emplace(block.size, ptr);
-  report_to_profiler(ptr, -static_cast<int64_t>(block.size), cache.stats, device);
+  memory_history::record(device, Action::FREE_REQUESTED, addr, size, context);
+  memory_history::record(device, Action::FREE_COMPLETED, addr, size, std::move(context));
+  block->context.reset();
+  update(cache.stats.allocated_bytes, size, false, size);
+  update(cache.stats.requested_bytes, block->requested, false, size);
+  update(cache.stats.active_bytes, size, false, size);
+  update(cache.stats.allocation, 1, false, size);
+  update(cache.stats.active, 1, false, size);
+  if (cache.spare_nodes.empty()) {
+    cache.free_blocks.emplace(size, block);
+  } else {
+    FreeBlocks::node_type node = std::move(cache.spare_nodes.back());
+    cache.spare_nodes.pop_back();
+    node.key() = size;
+    node.mapped() = block;
+    cache.free_blocks.insert(std::move(node));
+  }
+  report_to_profiler(ptr, -static_cast<int64_t>(size), cache.stats, device);
 }
 
 // A new block of `size` bytes from the runtime for `cache` (its mutex held), within the device's memory
 // fraction; frees the cache and retries once before it raises OutOfMemoryError.  `context`: the request's
 // stack for the memory history (gathered before the lock).
-void* new_segment(DeviceCache& cache, c10::DeviceIndex device, size_t size,
-                  const std::shared_ptr<c10::GatheredContext>& context) {
+Block* new_segment(DeviceCache& cache, c10::DeviceIndex device, size_t size,
+                   const std::shared_ptr<c10::GatheredContext>& context) {
   const auto agg = static_cast<size_t>(StatType::AGGREGATE);
   // The device's capacity is asked only under a fraction: an allocation makes no other runtime call.
   const bool limited = cache.memory_fraction < 1.0;
@@ -193,8 +213,9 @@ void* new_segment(DeviceCache& cache, c10::DeviceIndex device, size_t size,
   update(cache.stats.reserved_bytes, size, true, size);
   update(cache.stats.segment, 1, true, size);
   std::lock_guard<std::mutex> owner_lock(owner_mutex);
-  owners()[ptr] = device;
-  return ptr;
+  auto& block = blocks()[ptr];
+  block = std::make_unique<Block>(Block{ptr, device, size});
+  return block.get();
 }
 
 }  // namespace
@@ -214,16 +235,19 @@ c10::DataPtr FlagosDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t 
     std::lock_guard<std::mutex> lock(cache.mutex);
     // Reuse a cached block unless it would waste more than the request itself.
     auto it = cache.free_blocks.lower_bound(size);
-    size_t block_size = size;
+    Block* block;
     if (it != cache.free_blocks.end() && it->first < 2 * size) {
-      ptr = it->second;
-      block_size = it->first;
-      cache.free_blocks.erase(it);
+      block = it->second;
+      cache.spare_nodes.push_back(cache.free_blocks.extract(it));
     } else {
-      ptr = new_segment(cache, device, size, context);
-      memory_history::record(device, Action::SEGMENT_ALLOC, reinterpret_cast<size_t>(ptr), size, context);
+      block = new_segment(cache, device, size, context);
+      memory_history::record(device, Action::SEGMENT_ALLOC, reinterpret_cast<size_t>(block->ptr), size, context);
     }
-    cache.live_blocks.emplace(ptr, Block{block_size, nbytes, context});
+    ptr = block->ptr;
+    const size_t block_size = block->size;
+    block->live = true;
+    block->requested = nbytes;
+    block->context = context;
     memory_history::record(device, Action::ALLOC, reinterpret_cast<size_t>(ptr), block_size, std::move(context));
     update(cache.stats.allocated_bytes, block_size, true, block_size);
     update(cache.stats.requested_bytes, nbytes, true, block_size);
@@ -307,24 +331,24 @@ std::vector<c10::CachingDeviceAllocator::SegmentInfo> FlagosDeviceAllocator::sna
   for (c10::DeviceIndex device = 0; device < count; ++device) {
     auto& cache = caches()[device];
     std::lock_guard<std::mutex> lock(cache.mutex);
-    auto add = [&](void* ptr, size_t size, const Block* live) {
+    std::lock_guard<std::mutex> owner_lock(owner_mutex);
+    for (const auto& [ptr, record] : blocks()) {
+      if (record->device != device) continue;
       auto& segment = segments.emplace_back();
       segment.device = device;
       segment.address = reinterpret_cast<size_t>(ptr);
-      segment.total_size = size;
-      segment.requested_size = live != nullptr ? live->requested : 0;
-      segment.allocated_size = live != nullptr ? size : 0;
+      segment.total_size = record->size;
+      segment.requested_size = record->live ? record->requested : 0;
+      segment.allocated_size = record->live ? record->size : 0;
       segment.active_size = segment.allocated_size;
-      segment.is_large = size > kSmallSize;
+      segment.is_large = record->size > kSmallSize;
       auto& block = segment.blocks.emplace_back();
-      block.size = size;
+      block.size = record->size;
       block.requested_size = segment.requested_size;
-      block.allocated = block.active = live != nullptr;
-      if (live != nullptr) block.context_when_allocated = live->context;
+      block.allocated = block.active = record->live;
+      block.context_when_allocated = record->context;
       segment.context_when_allocated = block.context_when_allocated;
-    };
-    for (const auto& [ptr, block] : cache.live_blocks) add(ptr, block.size, &block);
-    for (const auto& [size, ptr] : cache.free_blocks) add(ptr, size, nullptr);
+    }
   }
   return segments;
 }
