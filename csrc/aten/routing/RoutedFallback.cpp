@@ -89,6 +89,25 @@ FlagosGenerator& flagos_generator_of(c10::Device device) {
   return *static_cast<FlagosGenerator*>(default_generator(device.index()).unsafeGetGeneratorImpl());
 }
 
+// What a CPU generator draws from: its engine and the normal samples it keeps for the next draw.  Exactly what
+// its get_state() serialises; copied member by member it is a few kilobytes of memcpy, where a state tensor
+// each way is an allocation and a TensorIterator copy (the largest part of the layer's work in a training step
+// with dropout on the host platform, docs/performance.md).
+struct CpuDrawState {
+  at::mt19937 engine;
+  std::optional<float> next_float_normal;
+  std::optional<double> next_double_normal;
+
+  static CpuDrawState of(at::CPUGeneratorImpl& g) {
+    return {g.engine(), g.next_float_normal_sample(), g.next_double_normal_sample()};
+  }
+  void into(at::CPUGeneratorImpl& g) const {
+    g.set_engine(engine);
+    g.set_next_float_normal_sample(next_float_normal);
+    g.set_next_double_normal_sample(next_double_normal);
+  }
+};
+
 // Seeded random ops without a Generator argument (native_dropout, ...) draw
 // from the kernel device's default generator inside the kernel.  For the call,
 // that generator is lent the flagos generator's state, and the advanced state
@@ -97,6 +116,13 @@ class LentKernelGenerator {
  public:
   explicit LentKernelGenerator(at::Generator engine)
       : engine_(std::move(engine)), kernel_(at::globalContext().defaultGenerator(engine_.device())) {
+    TORCH_INTERNAL_ASSERT(engine_.unsafeGetGeneratorImpl() != kernel_.unsafeGetGeneratorImpl());
+    if (engine_.device().is_cpu()) {
+      std::scoped_lock both(engine_.mutex(), kernel_.mutex());
+      saved_cpu_ = CpuDrawState::of(*cpu(kernel_));
+      CpuDrawState::of(*cpu(engine_)).into(*cpu(kernel_));
+      return;
+    }
     at::Tensor engine_state;
     {
       std::lock_guard<std::mutex> lock(engine_.mutex());
@@ -107,6 +133,12 @@ class LentKernelGenerator {
     kernel_.set_state(engine_state);
   }
   ~LentKernelGenerator() {
+    if (saved_cpu_.has_value()) {
+      std::scoped_lock both(engine_.mutex(), kernel_.mutex());
+      CpuDrawState::of(*cpu(kernel_)).into(*cpu(engine_));
+      saved_cpu_->into(*cpu(kernel_));
+      return;
+    }
     at::Tensor advanced;
     {
       std::lock_guard<std::mutex> lock(kernel_.mutex());
@@ -120,9 +152,12 @@ class LentKernelGenerator {
   LentKernelGenerator& operator=(const LentKernelGenerator&) = delete;
 
  private:
+  static at::CPUGeneratorImpl* cpu(const at::Generator& g) { return g.get<at::CPUGeneratorImpl>(); }
+
   at::Generator engine_;
   at::Generator kernel_;
-  at::Tensor saved_;
+  at::Tensor saved_;                       // the kernel generator's own state, as a state tensor
+  std::optional<CpuDrawState> saved_cpu_;  // or, between CPU generators, as its members
 };
 
 }  // namespace
