@@ -91,7 +91,7 @@ FlagosGenerator& flagos_generator_of(c10::Device device) {
 
 // What a CPU generator draws from: its engine and the normal samples it keeps for the next draw.  Exactly what
 // its get_state() serialises; copied member by member it is a few kilobytes of memcpy, where a state tensor
-// each way is an allocation and a TensorIterator copy (the largest part of the layer's work in a training step
+// each way is an allocation and a TensorIterator copy (a tenth of the layer's instructions in a training step
 // with dropout on the host platform, docs/performance.md).
 struct CpuDrawState {
   at::mt19937 engine;
