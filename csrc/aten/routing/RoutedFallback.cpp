@@ -89,75 +89,56 @@ FlagosGenerator& flagos_generator_of(c10::Device device) {
   return *static_cast<FlagosGenerator*>(default_generator(device.index()).unsafeGetGeneratorImpl());
 }
 
-// What a CPU generator draws from: its engine and the normal samples it keeps for the next draw.  Exactly what
-// its get_state() serialises; copied member by member it is a few kilobytes of memcpy, where a state tensor
-// each way is an allocation and a TensorIterator copy (a tenth of the layer's instructions in a training step
-// with dropout on the host platform, docs/performance.md).
+// What a CPU generator draws from: its engine and the normal samples it keeps for the next draw, exactly what its
+// get_state() serialises.  Copied member by member it is a few kilobytes of memcpy, where a state tensor each way
+// was an allocation and a TensorIterator copy (a tenth of the layer's instructions in a training step with
+// dropout on the host platform, docs/performance.md).
 struct CpuDrawState {
   at::mt19937 engine;
   std::optional<float> next_float_normal;
   std::optional<double> next_double_normal;
 
-  static CpuDrawState of(at::CPUGeneratorImpl& g) {
-    return {g.engine(), g.next_float_normal_sample(), g.next_double_normal_sample()};
+  static CpuDrawState of(const at::Generator& g) {
+    auto* cpu = g.get<at::CPUGeneratorImpl>();
+    return {cpu->engine(), cpu->next_float_normal_sample(), cpu->next_double_normal_sample()};
   }
-  void into(at::CPUGeneratorImpl& g) const {
-    g.set_engine(engine);
-    g.set_next_float_normal_sample(next_float_normal);
-    g.set_next_double_normal_sample(next_double_normal);
+  void into(const at::Generator& g) const {
+    auto* cpu = g.get<at::CPUGeneratorImpl>();
+    cpu->set_engine(engine);
+    cpu->set_next_float_normal_sample(next_float_normal);
+    cpu->set_next_double_normal_sample(next_double_normal);
   }
 };
 
 // Seeded random ops without a Generator argument (native_dropout, ...) draw
 // from the kernel device's default generator inside the kernel.  For the call,
 // that generator is lent the flagos generator's state, and the advanced state
-// is handed back afterwards, so the flagos seed governs them too.
+// is handed back afterwards, so the flagos seed governs them too.  Only the host
+// platform lends: there the flagos generator's engine is a CPU generator of its
+// own, where on the cuda platform it is CUDA's default generator itself.
 class LentKernelGenerator {
  public:
   explicit LentKernelGenerator(at::Generator engine)
       : engine_(std::move(engine)), kernel_(at::globalContext().defaultGenerator(engine_.device())) {
-    TORCH_INTERNAL_ASSERT(engine_.unsafeGetGeneratorImpl() != kernel_.unsafeGetGeneratorImpl());
-    if (engine_.device().is_cpu()) {
-      std::scoped_lock both(engine_.mutex(), kernel_.mutex());
-      saved_cpu_ = CpuDrawState::of(*cpu(kernel_));
-      CpuDrawState::of(*cpu(engine_)).into(*cpu(kernel_));
-      return;
-    }
-    at::Tensor engine_state;
-    {
-      std::lock_guard<std::mutex> lock(engine_.mutex());
-      engine_state = engine_.get_state();
-    }
-    std::lock_guard<std::mutex> lock(kernel_.mutex());
-    saved_ = kernel_.get_state();
-    kernel_.set_state(engine_state);
+    TORCH_INTERNAL_ASSERT(engine_.device().is_cpu() &&
+                              engine_.unsafeGetGeneratorImpl() != kernel_.unsafeGetGeneratorImpl(),
+                          "only a CPU engine of flagos's own is lent to the kernel device's generator");
+    std::scoped_lock both(engine_.mutex(), kernel_.mutex());
+    saved_ = CpuDrawState::of(kernel_);
+    CpuDrawState::of(engine_).into(kernel_);
   }
   ~LentKernelGenerator() {
-    if (saved_cpu_.has_value()) {
-      std::scoped_lock both(engine_.mutex(), kernel_.mutex());
-      CpuDrawState::of(*cpu(kernel_)).into(*cpu(engine_));
-      saved_cpu_->into(*cpu(kernel_));
-      return;
-    }
-    at::Tensor advanced;
-    {
-      std::lock_guard<std::mutex> lock(kernel_.mutex());
-      advanced = kernel_.get_state();
-      kernel_.set_state(saved_);
-    }
-    std::lock_guard<std::mutex> lock(engine_.mutex());
-    engine_.set_state(advanced);
+    std::scoped_lock both(engine_.mutex(), kernel_.mutex());
+    CpuDrawState::of(kernel_).into(engine_);
+    saved_.into(kernel_);
   }
   LentKernelGenerator(const LentKernelGenerator&) = delete;
   LentKernelGenerator& operator=(const LentKernelGenerator&) = delete;
 
  private:
-  static at::CPUGeneratorImpl* cpu(const at::Generator& g) { return g.get<at::CPUGeneratorImpl>(); }
-
   at::Generator engine_;
   at::Generator kernel_;
-  at::Tensor saved_;                       // the kernel generator's own state, as a state tensor
-  std::optional<CpuDrawState> saved_cpu_;  // or, between CPU generators, as its members
+  CpuDrawState saved_;  // the kernel generator's own
 };
 
 }  // namespace

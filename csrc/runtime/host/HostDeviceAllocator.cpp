@@ -71,7 +71,7 @@ struct DeviceCache {
   void release_cached();
 };
 
-std::mutex owner_mutex;
+std::mutex blocks_mutex;
 // Every block by its address: the deleter (a plain function pointer, given the address) finds its record here.
 // Changed only when the runtime allocates or frees a block; taken after a cache's mutex where both are held.
 std::unordered_map<void*, std::unique_ptr<Block>>& blocks() {
@@ -80,7 +80,7 @@ std::unordered_map<void*, std::unique_ptr<Block>>& blocks() {
 }
 
 void DeviceCache::release_cached() {
-  std::lock_guard<std::mutex> owner_lock(owner_mutex);
+  std::lock_guard<std::mutex> blocks_lock(blocks_mutex);
   for (auto& [size, block] : free_blocks) {
     memory_history::record(block->device, Action::SEGMENT_FREE, reinterpret_cast<size_t>(block->ptr), size, nullptr);
     runtime::free_device(block->ptr);
@@ -131,7 +131,7 @@ void free_block(void* ptr) {
   if (ptr == nullptr) return;
   Block* block;
   {
-    std::lock_guard<std::mutex> lock(owner_mutex);
+    std::lock_guard<std::mutex> lock(blocks_mutex);
     auto it = blocks().find(ptr);
     TORCH_INTERNAL_ASSERT(it != blocks().end(), "flagos allocator: freeing an unknown pointer");
     block = it->second.get();  // handed out, so no other thread gives it back to the runtime meanwhile
@@ -212,7 +212,7 @@ Block* new_segment(DeviceCache& cache, c10::DeviceIndex device, size_t size,
   }
   update(cache.stats.reserved_bytes, size, true, size);
   update(cache.stats.segment, 1, true, size);
-  std::lock_guard<std::mutex> owner_lock(owner_mutex);
+  std::lock_guard<std::mutex> blocks_lock(blocks_mutex);
   auto& block = blocks()[ptr];
   block = std::make_unique<Block>(Block{ptr, device, size});
   return block.get();
@@ -331,7 +331,7 @@ std::vector<c10::CachingDeviceAllocator::SegmentInfo> FlagosDeviceAllocator::sna
   for (c10::DeviceIndex device = 0; device < count; ++device) {
     auto& cache = caches()[device];
     std::lock_guard<std::mutex> lock(cache.mutex);
-    std::lock_guard<std::mutex> owner_lock(owner_mutex);
+    std::lock_guard<std::mutex> blocks_lock(blocks_mutex);
     for (const auto& [ptr, record] : blocks()) {
       if (record->device != device) continue;
       auto& segment = segments.emplace_back();
