@@ -282,7 +282,8 @@ def _gpu_decode(r: Report) -> Lines:
 
 def _gpu_op_host_cost(r: Report) -> Lines:
     rows = [[o["op"], o["native_us"], o["flagos_us"], o["extra_us"], _n(o["ratio"], 3)] for o in r["ops"]]
-    return [f"{r['number']} calls per timing, median of the repeats; largest extra first.", "",
+    where = " on autograd's thread for the device, inside a backward" if r.get("thread") == "autograd" else ""
+    return [f"{r['number']} calls per timing{where}, median of the repeats; largest extra first.", "",
             *_table(["op", "native µs", "flagos µs", "extra µs", "ratio"], rows)]
 
 

@@ -16,12 +16,18 @@ tensors (the same on both sides) before each call and times the call alone, so t
 as a step leaves it.  The difference between the two modes is what the device layer's code costs when it has
 to be fetched again.  `--ops add,linear,...` times those ops only.
 
+A backward runs its operators on autograd's own thread for the device (one per device type: cuda's for cuda
+tensors, PrivateUse1's for flagos ones), with grad mode off.  `--autograd-thread` times every call there, from
+inside a custom Function's backward, warm-up included: a cost that only the backward pays (compiled backward
+graphs run there too) shows as the difference from the default run on the main thread.
+
     python benchmarks/device/gpu_op_host_cost.py [--out gpu_op_host_cost.json] [--number 2000] [--repeats 7]
-        [--cold-code] [--ops NAME,...]
+        [--cold-code] [--autograd-thread] [--ops NAME,...]
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 import time
@@ -134,17 +140,52 @@ def host_us(device: str, call: Callable[[], object], number: int, between: Calla
     return spent / number / 1e3
 
 
-def timers(device: str, number: int, cold_code: bool = False, ops: set[str] | None = None
-           ) -> dict[str, Callable[[], float]]:
+def on_autograd_thread(device: str, work: Callable[[], float]) -> float:
+    """`work()` run where a backward over `device` tensors runs its operators: autograd's thread for the device."""
+    result: list[float] = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: object, a: torch.Tensor) -> torch.Tensor:
+            return a.clone()
+
+        @staticmethod
+        def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+            result.append(work())
+            return grad
+
+    Probe.apply(torch.zeros(1, device=device, requires_grad=True)).sum().backward()
+    return result[0]
+
+
+def timing_mode(autograd_thread: bool) -> contextlib.AbstractContextManager:
+    """Inference mode on the main thread; a backward needs autograd, and runs its operators with grad mode off."""
+    return contextlib.nullcontext() if autograd_thread else torch.inference_mode()
+
+
+def timers(device: str, number: int, cold_code: bool = False, ops: set[str] | None = None,
+           autograd_thread: bool = False) -> dict[str, Callable[[], float]]:
     out = {}
     between = other_code() if cold_code else None
-    with torch.inference_mode():
+    with timing_mode(autograd_thread):
         for name, call in cases(device).items():
             if ops is not None and name.split("@")[0] not in ops:
                 continue
-            for _ in range(200):
-                call()
-            out[name] = lambda call=call: host_us(device, call, number, between)
+
+            def timed(call: Callable[[], object] = call) -> float:
+                return host_us(device, call, number, between)
+
+            def warm(call: Callable[[], object] = call) -> float:
+                for _ in range(200):
+                    call()
+                return 0.0
+
+            if autograd_thread:
+                on_autograd_thread(device, warm)
+                out[name] = lambda timed=timed: on_autograd_thread(device, timed)
+            else:
+                warm()
+                out[name] = timed
     return out
 
 
@@ -154,6 +195,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--cold-code", action="store_true", help="run other operators' code before each call, as a "
                    "step does, and time the call alone")
+    p.add_argument("--autograd-thread", action="store_true", help="time the calls on autograd's thread for the "
+                   "device, inside a backward, instead of the main thread")
     p.add_argument("--ops", help="comma-separated op names to time (default: all)")
     args = p.parse_args()
     ops = set(args.ops.split(",")) if args.ops else None
@@ -162,10 +205,10 @@ def main() -> int:
         if not ops <= known:
             p.error(f"--ops: unknown {sorted(ops - known)}; choose from {sorted(known)}")
     if args.native_child:
-        native_timers = timers("cuda", args.number, args.cold_code, ops)
+        native_timers = timers("cuda", args.number, args.cold_code, ops, args.autograd_thread)
 
         def time_op(name: str) -> dict[str, float]:
-            with torch.inference_mode():
+            with timing_mode(args.autograd_thread):
                 return {"us": native_timers[name]()}
 
         serve({"time": time_op})
@@ -173,15 +216,16 @@ def main() -> int:
     require_flagos()
     cores = share_cores()
     native = NativeChild(reference_python(args.reference_python), __file__, "--number", str(args.number),
-                         *(["--cold-code"] if args.cold_code else []), *(["--ops", args.ops] if args.ops else []))
+                         *(["--cold-code"] if args.cold_code else []), *(["--ops", args.ops] if args.ops else []),
+                         *(["--autograd-thread"] if args.autograd_thread else []))
     rows = []
     try:
-        flagos = timers("flagos", args.number, args.cold_code, ops)
+        flagos = timers("flagos", args.number, args.cold_code, ops, args.autograd_thread)
         for name, flagos_timer in flagos.items():
             native_us, flagos_us = [], []
             for _ in range(args.repeats):
                 native_us.append(native.ask("time", name.split("@")[0])["us"])
-                with torch.inference_mode():
+                with timing_mode(args.autograd_thread):
                     flagos_us.append(flagos_timer())
             n, f = statistics.median(native_us), statistics.median(flagos_us)
             rows.append({"op": name, "native_us": round(n, 2), "flagos_us": round(f, 2), "extra_us": round(f - n, 2),
@@ -191,7 +235,8 @@ def main() -> int:
         native.close()
     rows.sort(key=lambda r: -r["extra_us"])
     ratios = [r["ratio"] for r in rows]
-    return emit({"benchmark": "gpu_op_host_cost", "number": args.number, "cold_code": args.cold_code, "cores": cores,
+    return emit({"benchmark": "gpu_op_host_cost", "number": args.number, "cold_code": args.cold_code,
+                 "thread": "autograd" if args.autograd_thread else "main", "cores": cores,
                  "ops": rows,
                  "median_ratio": statistics.median(ratios), "median_extra_us": statistics.median(
                      r["extra_us"] for r in rows)}, args.out, native_env)
