@@ -16,8 +16,8 @@ tensors (the same on both sides) before each call and times the call alone, so t
 as a step leaves it.  The difference between the two modes is what the device layer's code costs when it has
 to be fetched again.  `--ops add,linear,...` times those ops only.
 
-A backward runs its operators on autograd's own thread for the device (one per device type: cuda's for cuda
-tensors, PrivateUse1's for flagos ones), with grad mode off.  `--autograd-thread` times every call there, from
+A backward over device tensors runs its operators on autograd's worker thread for the device's index (one per
+index, shared by cuda and flagos), with grad mode off.  `--autograd-thread` times every call there, from
 inside a custom Function's backward, warm-up included: a cost that only the backward pays (compiled backward
 graphs run there too) shows as the difference from the default run on the main thread.
 
