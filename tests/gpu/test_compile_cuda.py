@@ -94,6 +94,36 @@ def test_kernels_are_triton_kernels_launched_on_the_flagos_stream() -> None:
     assert "DeviceProperties(type='cuda'" in code  # Triton compiles and launches through its CUDA driver
 
 
+def test_forward_and_backward_kernels_take_inductors_own_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuda_features grants flagos kernels inductor's C++ launcher; the backward's kernels, compiled at the first
+    backward on autograd's thread, take it as the forward's do."""
+    _inductor_can_run()
+    from torch._inductor import config
+    from torch._inductor.runtime import triton_heuristics as heuristics
+
+    if not hasattr(heuristics, "StaticTritonCompileResult") or not config.use_static_triton_launcher:
+        pytest.skip("this torch release launches every Triton kernel through Triton's own launcher")
+    launchers: list[str] = []
+    for result in (heuristics.StaticTritonCompileResult, heuristics.TritonCompileResult):
+        def make_launcher(self: object, original=result.make_launcher, kind: str = result.__name__) -> object:
+            launchers.append(kind)
+            return original(self)
+        monkeypatch.setattr(result, "make_launcher", make_launcher)
+
+    linear = torch.nn.Linear(64, 64).to("flagos")
+    x = torch.randn(32, 64, device="flagos", requires_grad=True)
+    # Fresh kernels (no cache hit that skips the launcher's choice); strict: a kernel refused raises its reason.
+    with config.patch({"force_disable_caches": True, "strict_static_triton_launcher": True}):
+        loss = torch.compile(lambda x: torch.nn.functional.gelu(linear(x)).pow(2).sum())(x)
+        forward = len(launchers)
+        loss.backward()
+    assert forward > 0 and len(launchers) > forward, launchers
+    assert set(launchers) == {"StaticTritonCompileResult"}, launchers
+    torch.testing.assert_close(x.grad.cpu(), torch.func.grad(
+        lambda x: torch.nn.functional.gelu(torch.nn.functional.linear(x, linear.weight.cpu(), linear.bias.cpu()))
+        .pow(2).sum())(x.detach().cpu()), **TOL)
+
+
 def test_a_cpu_scalar_tensor_stays_a_kernel_argument() -> None:
     _inductor_can_run()
 
