@@ -32,12 +32,14 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
 from _gpu_common import NativeChild, device_api, emit, parser, reference_python, require_flagos, serve, share_cores
 
 HIDDEN, HEADS, CACHE = 1024, 16, 96
+T = TypeVar("T")
 
 
 def cases(device: str) -> dict[str, Callable[[], object]]:
@@ -140,9 +142,9 @@ def host_us(device: str, call: Callable[[], object], number: int, between: Calla
     return spent / number / 1e3
 
 
-def on_autograd_thread(device: str, work: Callable[[], float]) -> float:
+def on_autograd_thread(device: str, work: Callable[[], T]) -> T:
     """`work()` run where a backward over `device` tensors runs its operators: autograd's thread for the device."""
-    result: list[float] = []
+    result: list[T] = []
 
     class Probe(torch.autograd.Function):
         @staticmethod
@@ -175,10 +177,9 @@ def timers(device: str, number: int, cold_code: bool = False, ops: set[str] | No
             def timed(call: Callable[[], object] = call) -> float:
                 return host_us(device, call, number, between)
 
-            def warm(call: Callable[[], object] = call) -> float:
+            def warm(call: Callable[[], object] = call) -> None:
                 for _ in range(200):
                     call()
-                return 0.0
 
             if autograd_thread:
                 on_autograd_thread(device, warm)
