@@ -7,6 +7,7 @@
 #include <memory>
 #include <thread>
 
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
@@ -71,6 +72,18 @@ PyObject* set_device(PyObject*, PyObject* arg) {
   HANDLE_TH_ERRORS
   runtime::set_device(device_arg(arg));
   Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+// The native handle of the device's current stream (on the cuda platform its cudaStream_t), for the wrappers
+// inductor generates: they fetch it before every kernel launch, and CUDA's wrappers call a C function
+// (torch._C._cuda_getCurrentRawStream) where a torch.Stream object built per launch would cost several times
+// as much.
+PyObject* current_raw_stream(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  const c10::impl::VirtualGuardImpl guard(c10::DeviceType::PrivateUse1);
+  const auto stream = guard.getStream(c10::Device(c10::DeviceType::PrivateUse1, device_arg(arg)));
+  return PyLong_FromVoidPtr(guard.getStreamNativeHandle(stream));
   END_HANDLE_TH_ERRORS
 }
 
@@ -336,6 +349,7 @@ PyMethodDef methods[] = {
     {"_current_device", current_device, METH_NOARGS, nullptr},
     {"_set_device", set_device, METH_O, nullptr},
     {"_synchronize", synchronize, METH_O, nullptr},
+    {"_current_raw_stream", current_raw_stream, METH_O, "The native handle of a device's current stream."},
     {"_memory_stats", memory_stats, METH_O, nullptr},
     {"_reset_peak_memory_stats", reset_peak_memory_stats, METH_O, nullptr},
     {"_reset_accumulated_memory_stats", reset_accumulated_memory_stats, METH_O, nullptr},

@@ -37,7 +37,6 @@ module is not used and the first inductor compile fails with that fix named
 from __future__ import annotations
 
 import functools
-from textwrap import dedent
 from types import ModuleType
 from typing import Any
 
@@ -59,11 +58,9 @@ class CudaDeviceOpOverrides(CUDADeviceOpOverrides):
     """CUDA's, with the stream, device and synchronisation of the generated wrapper taken from torch.flagos."""
 
     def import_get_raw_stream_as(self, name: str) -> str:
-        # The cudaStream_t of flagos's current stream (flagos's current stream *is* CUDA's current stream).
-        return dedent(f"""
-            def {name}(index):
-                return torch.accelerator.current_stream(index).native_handle
-            """)
+        # The cudaStream_t of flagos's current stream (flagos's current stream *is* CUDA's current stream).  The
+        # wrapper calls it before every kernel launch: a C function, as CUDA's wrapper imports.
+        return f"from torch_fl._C import _current_raw_stream as {name}"
 
     def set_device(self, device_idx: int) -> str:
         return f"torch.flagos.set_device({device_idx})"

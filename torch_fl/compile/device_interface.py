@@ -47,10 +47,6 @@ def _exchange_device(index: int) -> int:
     return previous
 
 
-def _get_raw_stream(index: int) -> int:
-    # The native handle of flagos's current stream: on the cuda platform the cudaStream_t that Triton launches
-    # on (a flagos stream is the CUDA stream of the same id); the host platform's C++ kernels take none.
-    return int(torch.accelerator.current_stream(index).native_handle)
 
 
 class FlagosInterface(DeviceInterface):
@@ -84,7 +80,9 @@ class FlagosInterface(DeviceInterface):
     memory_allocated = staticmethod(flagos.memory_allocated)
     exchange_device = staticmethod(_exchange_device)
     maybe_exchange_device = staticmethod(_exchange_device)
-    get_raw_stream = staticmethod(_get_raw_stream)
+    # The native handle of flagos's current stream: on the cuda platform the cudaStream_t that Triton launches on
+    # (a flagos stream is the CUDA stream of the same id); the host platform's C++ kernels take none.
+    get_raw_stream = staticmethod(_C._current_raw_stream)  # type: ignore[attr-defined]
 
     @staticmethod
     def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
