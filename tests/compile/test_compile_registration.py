@@ -47,6 +47,9 @@ def test_device_interface_answers_for_the_device() -> None:
     s = iface.Stream()
     with iface.stream(s):
         assert iface.current_stream() == s
+        assert iface.get_raw_stream(0) == s.native_handle != torch.flagos.default_stream().native_handle
+    with pytest.raises(RuntimeError, match="invalid flagos device index 64"):
+        iface.get_raw_stream(64)
     iface.synchronize()
     assert iface.Worker.current_device() == torch.flagos.current_device()
 
