@@ -96,9 +96,11 @@ def test_kernels_are_triton_kernels_launched_on_the_flagos_stream() -> None:
 
 def test_forward_and_backward_kernels_take_inductors_own_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     """cuda_features grants flagos kernels inductor's C++ launcher; the backward's kernels, compiled at the first
-    backward on autograd's thread, take it as the forward's do."""
+    backward by inductor's compile workers (separate processes, which load torch_fl through torch's entry point),
+    take it as the forward's do."""
     _inductor_can_run()
     from torch._inductor import config
+    from torch._inductor.async_compile import AsyncCompile
     from torch._inductor.runtime import triton_heuristics as heuristics
     from torch._inductor.utils import fresh_cache
 
@@ -119,6 +121,8 @@ def test_forward_and_backward_kernels_take_inductors_own_launcher(monkeypatch: p
     with fresh_cache(), config.patch(patch):
         loss = torch.compile(lambda x: torch.nn.functional.gelu(linear(x)).pow(2).sum())(x)
         forward = len(launchers)
+        if hasattr(AsyncCompile, "wait_pool_ready"):
+            AsyncCompile.wait_pool_ready()  # the workers up (where the machine has cores for them): they compile the backward
         loss.backward()
     assert forward > 0 and len(launchers) > forward, launchers
     assert set(launchers) == {"StaticTritonCompileResult"}, launchers
