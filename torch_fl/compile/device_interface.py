@@ -47,8 +47,6 @@ def _exchange_device(index: int) -> int:
     return previous
 
 
-
-
 class FlagosInterface(DeviceInterface):
     device = flagos.device  # type: ignore[assignment]
     Event = flagos.Event  # type: ignore[assignment]
