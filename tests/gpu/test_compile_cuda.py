@@ -122,7 +122,8 @@ def test_forward_and_backward_kernels_take_inductors_own_launcher(monkeypatch: p
         loss = torch.compile(lambda x: torch.nn.functional.gelu(linear(x)).pow(2).sum())(x)
         forward = len(launchers)
         if hasattr(AsyncCompile, "wait_pool_ready"):
-            AsyncCompile.wait_pool_ready()  # the workers up (where the machine has cores for them): they compile the backward
+            # Inductor's compile workers up (where the machine has cores for them): they compile the backward.
+            AsyncCompile.wait_pool_ready()
         loss.backward()
     assert forward > 0 and len(launchers) > forward, launchers
     assert set(launchers) == {"StaticTritonCompileResult"}, launchers
