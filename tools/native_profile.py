@@ -12,7 +12,9 @@ native CUDA does not.
         --small-op OP: instead, STEPS thousand calls of one of benchmarks/device/gpu_small_ops.py's ops;
         --decode: instead, STEPS eager greedy generations of benchmarks/device/gpu_decode.py (64 tokens each,
         under torch.inference_mode); record it on cuda with and without torch_fl loaded
-        (TORCH_DEVICE_BACKEND_AUTOLOAD=0) to see what the plugin's presence costs native code
+        (TORCH_DEVICE_BACKEND_AUTOLOAD=0) to see what the plugin's presence costs native code;
+        --compiled: the training step of benchmarks/device/gpu_compiled_transformer.py (the model under
+        torch.compile, inductor's default mode), compiled in the untimed steps before the profile starts
     python tools/native_profile.py compare A.prof UNITS_A B.prof UNITS_B [--top N]
 
 `record` needs gperftools' profiler library: GPERF_LIB=path/to/libprofiler.so (Debian's
@@ -266,10 +268,11 @@ def _eager_generations(device: str) -> Callable[[], float]:
 
 
 def record(device: str, steps: int, out: Path, forward: bool = False, small_op: str | None = None,
-           decode: bool = False) -> None:
+           decode: bool = False, compiled: bool = False) -> None:
     """Profiles `steps` training steps of gpu_transformer's model on `device` (`forward`: its forward pass
     alone, under torch.no_grad; `small_op`: `steps` thousand calls of that small op; `decode`: `steps` eager
-    generations of gpu_decode's model), after five untimed ones."""
+    generations of gpu_decode's model; `compiled`: steps of the model compiled by inductor), after five
+    untimed ones."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "device"))
     if small_op is not None:
         from gpu_small_ops import OPS
@@ -290,6 +293,10 @@ def record(device: str, steps: int, out: Path, forward: bool = False, small_op: 
         step = _small_op_calls(device, small_op)
     elif decode:
         step = _eager_generations(device)
+    elif compiled:
+        from gpu_compiled_transformer import CompiledTrainer
+
+        step = CompiledTrainer(device).step
     else:
         from gpu_transformer import Trainer
 
@@ -323,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     workload.add_argument("--forward", action="store_true", help="the forward pass alone, under torch.no_grad")
     workload.add_argument("--small-op", metavar="OP", help="STEPS thousand calls of this gpu_small_ops op instead")
     workload.add_argument("--decode", action="store_true", help="STEPS eager generations of gpu_decode's model instead")
+    workload.add_argument("--compiled", action="store_true",
+                          help="the training step with the model under torch.compile")
     c = sub.add_parser("compare", help="where B spends host time that A does not, per unit")
     c.add_argument("a", type=Path)
     c.add_argument("units_a", type=float)
@@ -332,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.command == "record":
-            record(args.device, args.steps, args.out, args.forward, args.small_op, args.decode)
+            record(args.device, args.steps, args.out, args.forward, args.small_op, args.decode, args.compiled)
         else:
             if args.units_a <= 0 or args.units_b <= 0:
                 raise UnusableInput("UNITS must be positive: the steps (or calls) each profile covers")
