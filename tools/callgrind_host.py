@@ -6,10 +6,13 @@ instruction the process runs and, with `--cache-sim=yes`, simulates a 32 KiB L1 
 them, so two runs of one workload, one per device, say how many more instructions flagos runs per unit and
 how many more times it fetches code the cache no longer held: the same layer code runs on the cuda platform.
 
-    python tools/callgrind_host.py [--workload decode|train] [--units 10] [--top 30] [--json OUT] [--keep DIR]
+    python tools/callgrind_host.py [--workload decode|train|compiled] [--units 10] [--top 30] [--json OUT] [--keep DIR]
 
 The workloads are `tools/device_workloads.py`'s, small so that a run takes about half a minute under callgrind:
-`decode` (a unit is a token of batch-1 greedy decoding) and `train` (a unit is a training step).
+`decode` (a unit is a token of batch-1 greedy decoding), `train` (a unit is a training step) and `compiled` (a unit
+is a forward and backward of a model under `torch.compile`; it compiles in the warm-up, which callgrind runs
+uninstrumented, in about two minutes per device).  Inductor's C++ kernels differ in name, and partly in code,
+between the two devices (the CPU's appear under `?`), so read that workload's layer functions, not its totals.
 
 Functions are told apart by name: callgrind merges the local copies several libraries make of one inline
 function (intrusive_ptr's reference counting) and labels them with one of those libraries, so the per-library
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -114,7 +118,10 @@ def run_device(workload: str, device: str, units: int, shim: Path, folder: Path)
     command = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no",
                f"--callgrind-out-file={out}", sys.executable, __file__, "--child", workload, device, str(units),
                str(shim)]
-    result = subprocess.run(command, capture_output=True, text=True)
+    # valgrind runs no AVX-512, while inductor builds its C++ kernels for the processor it finds outside valgrind
+    # (-march=native), and ATen picks its kernels likewise: both are held to AVX2.
+    env = {**os.environ, "TORCHINDUCTOR_CPP_MARCH": "x86-64-v3", "ATEN_CPU_CAPABILITY": "avx2"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
     dumps = sorted(folder.glob(f"callgrind.{device}.*"))
     if result.returncode != 0 or not dumps:
         tail = result.stderr.strip().splitlines()[-1:] or ["no output"]

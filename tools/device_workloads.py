@@ -5,6 +5,9 @@
   `transformers`;
 * `train_unit(device)`: one training step of a 2-layer `nn.TransformerEncoder` (d_model 64, dropout 0.1) with
   AdamW (`foreach=True`, as CUDA and flagos default to).
+* `compiled_unit(device)`: forward and backward of the same encoder without dropout under `torch.compile`
+  (inductor's default mode; the first call compiles): the compiled wrapper's buffer allocations and extern
+  kernels, the work a compiled step adds around its generated kernels.
 
 Each returns a callable that runs one unit; the models are made once, seeded, on `device`.  torch is imported
 when a workload is made, so that the tools' command lines can name the workloads without it.
@@ -54,4 +57,18 @@ def train_unit(device: str) -> Callable[[], None]:
     return step
 
 
-WORKLOADS = {"decode": decode_unit, "train": train_unit}
+def compiled_unit(device: str) -> Callable[[], None]:
+    import torch
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True, norm_first=True)
+    model = torch.compile(torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device))
+    x = torch.randn(2, 16, 64).to(device)
+
+    def step() -> None:
+        model(x).sum().backward()
+
+    return step
+
+
+WORKLOADS = {"decode": decode_unit, "train": train_unit, "compiled": compiled_unit}

@@ -40,7 +40,7 @@ def main() -> int:
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--profile-dir", type=Path, required=True, help="the FLAGOS_PGO_DIR the plugin was built with")
-    p.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=sorted(WORKLOADS))
+    p.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=["decode", "train"])
     p.add_argument("--units", type=int, default=200, help="tokens or steps of each workload (default 200)")
     args = p.parse_args()
     if args.units < 1:
