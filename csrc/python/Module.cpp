@@ -262,25 +262,35 @@ PyObject* sync_from_kernel_view(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
-std::vector<int64_t> int_tuple(PyObject* seq, const char* what) {
+// A buffer's sizes or strides, as inductor writes them: a tuple of Python ints, read in place into the
+// stack (a std::vector and THPUtils_unpackLongs's general conversion cost more per buffer than the
+// allocation's own bookkeeping).
+c10::SmallVector<int64_t, 8> int_tuple(PyObject* seq, const char* what) {
   TORCH_CHECK(PyTuple_Check(seq), what, " must be a tuple of ints, got ", Py_TYPE(seq)->tp_name);
-  return THPUtils_unpackLongs(seq);
+  const Py_ssize_t n = PyTuple_GET_SIZE(seq);
+  c10::SmallVector<int64_t, 8> values(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PyTuple_GET_ITEM(seq, i);
+    TORCH_CHECK(THPUtils_checkLong(item), what, " must be a tuple of ints, got ", Py_TYPE(item)->tp_name,
+                " at position ", i);
+    values[i] = THPUtils_unpackLong(item);
+  }
+  return values;
 }
 
 // empty_strided(size, stride, dtype) on the current flagos device, for the wrappers inductor generates:
 // they allocate every buffer of a graph on each call, and for CPU and CUDA buffers call a direct
 // allocation (torch._C._dynamo.guards._empty_strided_cuda) that skips torch.empty_strided's argument
-// parser and the dispatcher.  This is flagos's: the same kernel the dispatcher would reach.
-PyObject* empty_strided(PyObject*, PyObject* args) {
+// parser and the dispatcher.  This is flagos's: the same kernel the dispatcher would reach, its
+// arguments taken without a tuple parser (METH_FASTCALL).
+PyObject* empty_strided(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  PyObject* size = nullptr;
-  PyObject* stride = nullptr;
-  PyObject* dtype = nullptr;
-  if (!PyArg_ParseTuple(args, "OOO", &size, &stride, &dtype)) return nullptr;
+  TORCH_CHECK(nargs == 3, "empty_strided takes (size, stride, dtype), got ", nargs, " arguments");
+  PyObject* dtype = args[2];
   TORCH_CHECK(THPDtype_Check(dtype), "dtype must be a torch.dtype, got ", Py_TYPE(dtype)->tp_name);
   const auto scalar_type = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
-  const auto sizes = int_tuple(size, "size");
-  const auto strides = int_tuple(stride, "stride");
+  const auto sizes = int_tuple(args[0], "size");
+  const auto strides = int_tuple(args[1], "stride");
   TORCH_CHECK(sizes.size() == strides.size(), "size has ", sizes.size(), " dimensions but stride has ",
               strides.size());
   return THPVariable_Wrap(aten::empty_strided(sizes, strides, scalar_type, std::nullopt,
@@ -361,7 +371,8 @@ PyMethodDef methods[] = {
     {"_provider_names", provider_names, METH_NOARGS, nullptr},
     {"_available_providers", available_providers, METH_NOARGS, nullptr},
     {"_set_flaggems_ops", set_flaggems_ops, METH_O, "The operators the flaggems provider has kernels for."},
-    {"_empty_strided", empty_strided, METH_VARARGS, "empty_strided(size, stride, dtype) on the current device."},
+    {"_empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(empty_strided)), METH_FASTCALL,
+     "empty_strided(size, stride, dtype) on the current device."},
     {"_drain_autograd_device_thread", drain_autograd_device_thread, METH_VARARGS,
      "(index, timeout_s): whether autograd's thread for a flagos device ran everything queued before the call."},
     {"_runtime_api_calls", runtime_api_calls, METH_O,

@@ -109,6 +109,8 @@ def test_direct_allocation_is_flagos_empty_strided_on_the_current_device() -> No
     assert t.untyped_storage().nbytes() == 60 * 2
     for args, message in [(((2, 3), (1,), torch.float32), "size has 2 dimensions but stride has 1"),
                           (([2], [1], torch.float32), "size must be a tuple of ints, got list"),
+                          (((2, 2.5), (3, 1), torch.float32), "size must be a tuple of ints, got float at position 1"),
+                          (((2,), (1,)), "takes \\(size, stride, dtype\\), got 2 arguments"),
                           (((2,), (1,), "float32"), "dtype must be a torch.dtype, got str"),
                           (((-1,), (1,), torch.float32), "negative dimension")]:
         with pytest.raises(RuntimeError, match=message):
