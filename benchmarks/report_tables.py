@@ -78,7 +78,13 @@ def _compiled_step_host(r: Report) -> Lines:
     s = r["step_us"]
     rows = [[side, s[side]["median"], s[side]["best"]] for side in ("cpu", "flagos")]
     rows.append(["flagos / CPU", _n(r["ratio_median"], 3), _n(r["ratio_best"], 3)])
-    return _table(["compiled step", "median µs", "best µs"], rows)
+    lines = _table(["compiled step", "median µs", "best µs"], rows)
+    if "phase_us_median" in r:
+        p = r["phase_us_median"]
+        phase_rows = [[phase, p["cpu"][phase], p["flagos"][phase], _n(p["flagos"][phase] / p["cpu"][phase], 3)]
+                      for phase in ("forward", "backward")]
+        lines += ["", *_table(["phase, median", "cpu µs", "flagos µs", "flagos / CPU"], phase_rows)]
+    return lines
 
 
 def _ddp_step(r: Report) -> Lines:
