@@ -108,6 +108,7 @@ class Library:
     addresses: list[int] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     loads: list[tuple[int, int]] = field(default_factory=list)  # (file offset, virtual address) of PT_LOADs
+    stripped: bool = False  # no symbol table: only exported functions have names
 
     @classmethod
     def read(cls, path: str) -> Library:
@@ -115,6 +116,7 @@ class Library:
         pairs = []
         for options in (["-C", "--defined-only"], ["-C", "-D", "--defined-only"]):
             out = subprocess.run(["nm", *options, path], capture_output=True, text=True, check=False).stdout
+            found = len(pairs)
             for line in out.splitlines():
                 parts = line.split(" ", 2)
                 if len(parts) == 3 and parts[1] in "tTwWiu" and parts[0]:
@@ -122,6 +124,8 @@ class Library:
                         pairs.append((int(parts[0], 16), parts[2]))
                     except ValueError:
                         continue
+            if "-D" not in options:
+                lib.stripped = len(pairs) == found
         pairs.sort()
         lib.addresses = [a for a, _ in pairs]
         lib.names = [n for _, n in pairs]
@@ -214,6 +218,10 @@ def compare(a: Path, units_a: float, b: Path, units_b: float, top: int) -> str:
     lines = [f"A {a}: {ta.total} samples, {ta.total * ka:.0f} us per unit",
              f"B {b}: {tb.total} samples, {tb.total * kb:.0f} us per unit",
              f"sampling period {ta.period_us} us (A), {tb.period_us} us (B)"]
+    # A stripped torch_fl names its samples after the nearest exported symbol: say so before anyone reads them.
+    lines += [f"note: {path} has no symbol table (a stripped build), so torch_fl's own functions go unnamed and its "
+              "samples carry the nearest exported name; build it with SKBUILD_INSTALL_STRIP=false"
+              for path, library in sorted(libraries.items()) if library.stripped and "torch_fl" in Path(path).parts]
     for title, xa, xb in (("outermost operator or autograd node, inclusive", ta.by_operator, tb.by_operator),
                           ("operator anywhere on the stack, inclusive", ta.any_operator, tb.any_operator),
                           ("leaf library <- nearest caller outside it", ta.leaf_callers, tb.leaf_callers),

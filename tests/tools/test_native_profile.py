@@ -168,3 +168,29 @@ def test_record_with_a_missing_profiler_library_is_one_line_and_exit_2(tmp_path:
     assert done.stderr.strip() == (f"native_profile: GPERF_LIB={missing}: no such file — give gperftools' "
                                    "libprofiler.so")
     assert not (tmp_path / "x.prof").exists()
+
+
+
+@pytest.mark.parametrize("stripped", [True, False])
+def test_compare_says_when_torch_fl_is_a_stripped_build(tmp_path: Path, stripped: bool) -> None:
+    if shutil.which("g++") is None or shutil.which("strip") is None or shutil.which("nm") is None:
+        pytest.skip("needs g++ and binutils")
+    # The fixture once more, where torch_fl's library lies in an installation.
+    folder = tmp_path / "site-packages" / "torch_fl"
+    folder.mkdir(parents=True)
+    (tmp_path / "fixture.cpp").write_text(FIXTURE)
+    lib = folder / f"_C_fixture_{'stripped' if stripped else 'full'}.so"
+    subprocess.run(["g++", "-O0", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "fixture.cpp")], check=True)
+    if stripped:
+        subprocess.run(["strip", "--strip-all", str(lib)], check=True)
+    fixture = ctypes.CDLL(str(lib))
+    fixture.address_of.restype = ctypes.c_void_p
+    profile = write_profile(tmp_path / "b.prof", [(2, [fixture.address_of(3) + 8])])
+    done = run("compare", profile, UNITS, profile, UNITS)
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stdout.splitlines() if line.startswith("note:")]
+    if stripped:
+        assert len(notes) == 1 and str(lib) in notes[0] and "SKBUILD_INSTALL_STRIP=false" in notes[0]
+    else:
+        assert notes == []
+        assert "torch_fl::aten::kernel_view" in rows(done.stdout, "torch_fl functions in B")
