@@ -170,7 +170,6 @@ def test_record_with_a_missing_profiler_library_is_one_line_and_exit_2(tmp_path:
     assert not (tmp_path / "x.prof").exists()
 
 
-
 @pytest.mark.parametrize("stripped", [True, False])
 def test_compare_says_when_torch_fl_is_a_stripped_build(tmp_path: Path, stripped: bool) -> None:
     if shutil.which("g++") is None or shutil.which("strip") is None or shutil.which("nm") is None:
