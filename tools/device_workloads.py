@@ -40,12 +40,19 @@ def decode_unit(device: str) -> Callable[[], None]:
     return token
 
 
-def train_unit(device: str) -> Callable[[], None]:
+def _encoder(device: str, dropout: float):  # noqa: ANN202 - an nn.Module; torch is imported late
+    """The small pre-norm encoder of the training workloads (2 layers, d_model 64), seeded, on `device`."""
     import torch
 
     torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True, norm_first=True)
-    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device)
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=dropout, batch_first=True, norm_first=True)
+    return torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device)
+
+
+def train_unit(device: str) -> Callable[[], None]:
+    import torch
+
+    model = _encoder(device, dropout=0.1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     x = torch.randn(2, 16, 64).to(device)
 
@@ -60,9 +67,7 @@ def train_unit(device: str) -> Callable[[], None]:
 def compiled_unit(device: str) -> Callable[[], None]:
     import torch
 
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True, norm_first=True)
-    model = torch.compile(torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device))
+    model = torch.compile(_encoder(device, dropout=0.0))
     x = torch.randn(2, 16, 64).to(device)
 
     def step() -> None:

@@ -101,6 +101,21 @@ def read_profile(path: Path) -> Profile:
     raise UnusableInput(f"{path}: the profile ends without its trailer (cut short) — record it again")
 
 
+def _functions_in(path: str, *, dynamic: bool) -> list[tuple[int, str]]:
+    """(address, demangled name) of the functions nm lists in `path`'s symbol table, or its dynamic one."""
+    options = ["-C", "-D", "--defined-only"] if dynamic else ["-C", "--defined-only"]
+    out = subprocess.run(["nm", *options, path], capture_output=True, text=True, check=False).stdout
+    pairs = []
+    for line in out.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[1] in "tTwWiu" and parts[0]:
+            try:
+                pairs.append((int(parts[0], 16), parts[2]))
+            except ValueError:
+                continue
+    return pairs
+
+
 @dataclass
 class Library:
     """A mapped library's function symbols and how its file offsets map to its addresses."""
@@ -113,20 +128,9 @@ class Library:
     @classmethod
     def read(cls, path: str) -> Library:
         lib = cls()
-        pairs = []
-        for options in (["-C", "--defined-only"], ["-C", "-D", "--defined-only"]):
-            out = subprocess.run(["nm", *options, path], capture_output=True, text=True, check=False).stdout
-            found = len(pairs)
-            for line in out.splitlines():
-                parts = line.split(" ", 2)
-                if len(parts) == 3 and parts[1] in "tTwWiu" and parts[0]:
-                    try:
-                        pairs.append((int(parts[0], 16), parts[2]))
-                    except ValueError:
-                        continue
-            if "-D" not in options:
-                lib.stripped = len(pairs) == found
-        pairs.sort()
+        symbol_table = _functions_in(path, dynamic=False)
+        lib.stripped = not symbol_table
+        pairs = sorted(symbol_table + _functions_in(path, dynamic=True))
         lib.addresses = [a for a, _ in pairs]
         lib.names = [n for _, n in pairs]
         out = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True, check=False).stdout
