@@ -1,6 +1,7 @@
 #include "aten/kernels/NativeOps.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/ResizeCommon.h>
@@ -185,8 +186,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     runtime::copy(dst.data_ptr(), self.const_data_ptr(), nbytes, kind, nullptr);
     return dst;
   }
-  auto dst_view = kernel_view_if_flagos(dst);
-  dst_view.copy_(kernel_view_if_flagos(self));
+  // The thread's cached views, as an operator's arguments get: a fresh pair would be two tensors and two
+  // storages made and freed per copy (every dtype conversion on the host platform comes here).
+  const auto view_of = [](const at::Tensor& t) { return is_flagos(t) ? cached_kernel_view(t) : t; };
+  auto dst_view = view_of(dst);
+  dst_view.copy_(view_of(self));
   return dst;
 }
 
@@ -201,9 +205,24 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
-  auto cpu = at::empty({}, self.options().device(c10::kCPU));
-  copy_from(self.reshape({}), cpu, false);
-  return cpu.item();
+  if (C10_UNLIKELY(self._is_zerotensor() || self.is_conj() || self.is_neg())) {
+    // No memory to read, or a lazy bit to resolve: copy_from knows both.
+    auto cpu = at::empty({}, self.options().device(c10::kCPU));
+    copy_from(self.reshape({}), cpu, false);
+    return cpu.item();
+  }
+  // The element straight into a buffer on the stack and read from there, as CUDA's and the CPU's kernels read
+  // theirs: no CPU tensor, view or second dispatch per .item() (a training loop's loss, a decoding loop's stop test).
+  alignas(16) unsigned char element[16];  // the widest element type: complex<double>
+  const size_t nbytes = self.element_size();
+  TORCH_INTERNAL_ASSERT(nbytes <= sizeof(element), "no ", self.scalar_type(), " element fits a scalar buffer");
+  runtime::copy(element, self.const_data_ptr(), nbytes, runtime::CopyKind::DeviceToHost, nullptr);
+  at::Scalar value;
+  AT_DISPATCH_V2(self.scalar_type(), "_local_scalar_dense_flagos",
+                 AT_WRAP([&] { value = at::Scalar(*reinterpret_cast<const scalar_t*>(element)); }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kComplexHalf, at::kHalf, at::kBool, at::kBFloat16,
+                 AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  return value;
 }
 
 at::Tensor efficient_zero_tensor(c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,

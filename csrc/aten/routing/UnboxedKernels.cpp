@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <ATen/core/boxing/impl/boxing.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <ATen/ops/_foreach_add_ops.h>
@@ -154,26 +155,32 @@ struct KernelArgument<const std::optional<at::Tensor>&> {
 };
 
 // Tensor lists.  In-place foreach operators write their list's values, never
-// its tensors' geometry, so nothing needs carrying back.
+// its tensors' geometry, so nothing needs carrying back.  The views of a short list (cat's operands: a cache
+// update, rotary embeddings' halves) live in the argument itself: a heap block per call would be one more
+// allocation and free than the kernel device's own call makes.
+using ListViews = c10::SmallVector<at::Tensor, 4>;
+
+template <class List>
+ListViews list_views(CallViews& views, const List& list) {
+  ListViews tensors;
+  tensors.reserve(list.size());
+  for (const at::Tensor& t : list) tensors.push_back(is_flagos(t) ? views.add(t, false) : t);
+  return tensors;
+}
+
 template <>
 struct KernelArgument<at::TensorList> {
-  KernelArgument(CallViews& views, at::TensorList list) {
-    tensors.reserve(list.size());
-    for (const at::Tensor& t : list) tensors.push_back(is_flagos(t) ? views.add(t, false) : t);
-  }
-  std::vector<at::Tensor> tensors;
+  KernelArgument(CallViews& views, at::TensorList list) : tensors(list_views(views, list)) {}
+  ListViews tensors;
   at::TensorList get() { return tensors; }
 };
 
 template <>
 struct KernelArgument<const at::ITensorListRef&> {
-  KernelArgument(CallViews& views, const at::ITensorListRef& list) {
-    tensors.reserve(list.size());
-    for (const at::Tensor& t : list) tensors.push_back(is_flagos(t) ? views.add(t, false) : t);
-  }
-  std::vector<at::Tensor> tensors;
-  // Made at the call: the list reference must see the vector where it ended up.
-  at::ITensorListRef get() { return at::ITensorListRef(tensors); }
+  KernelArgument(CallViews& views, const at::ITensorListRef& list) : tensors(list_views(views, list)) {}
+  ListViews tensors;
+  // Made at the call: the list reference must see the views where they ended up.
+  at::ITensorListRef get() { return at::ITensorListRef(at::TensorList(tensors)); }
 };
 
 // Kernel results back on flagos; a result that is no tensor (a choice, a count) as the kernel gave it.
