@@ -92,6 +92,8 @@ for device in ("cpu", "flagos"):
         "copy_strided": lambda: m.t().contiguous(),
         "index_select": lambda: a.index_select(0, index),
         "cat": lambda: torch.cat([a, b]),
+        "argmax": lambda: a.argmax(),
+        "arange": lambda: torch.arange(0, 64, device=device),
         "view": lambda: a.view(32, 32),
         "item": lambda: a[0].item(),
     }
@@ -100,7 +102,10 @@ print(json.dumps(counts))
 """
 
 OPS = ["add", "add_", "mm", "linear", "sum", "softmax", "layer_norm", "gelu", "where", "to_dtype", "copy_strided",
-       "index_select", "cat", "view", "item"]
+       "index_select", "cat", "argmax", "view", "item",
+       # PyTorch's generic arange hands the kernel an empty out= tensor to resize: the kernel view takes memory of
+       # its own, which flagos adopts through a shared storage, and the next call needs a fresh view.
+       pytest.param("arange", marks=pytest.mark.xfail(strict=True, reason="the kernel resizes its out= view"))]
 
 
 @pytest.fixture(scope="module")

@@ -58,11 +58,14 @@
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/amax_ops.h>
+#include <ATen/ops/arange_ops.h>
+#include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/clone_ops.h>
+#include <ATen/ops/cos_ops.h>
 #include <ATen/ops/diagonal_backward_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
@@ -92,6 +95,7 @@
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sin_ops.h>
 #include <ATen/ops/slice_backward_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
@@ -359,6 +363,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   unboxed<ops::sqrt>(m);
   unboxed<ops::rsqrt>(m);
   unboxed<ops::reciprocal>(m);
+  unboxed<ops::cos>(m);  // rotary embeddings' tables, once per forward of a decoder
+  unboxed<ops::sin>(m);
   unboxed<ops::clamp_min>(m);
   unboxed<ops::where_self>(m);
   unboxed<ops::masked_fill__Scalar>(m);
@@ -382,6 +388,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   unboxed<ops::sum_dim_IntList>(m);
   unboxed<ops::mean_dim>(m);
   unboxed<ops::amax>(m);
+  unboxed<ops::argmax>(m);  // greedy decoding's next token
   unboxed<ops::native_layer_norm>(m);
   unboxed<ops::native_layer_norm_backward>(m);
   unboxed<ops::_softmax>(m);
@@ -405,6 +412,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   unboxed<ops::index_select>(m);
   unboxed<ops::embedding_dense_backward>(m);
   unboxed<ops::cat>(m);
+  // factories that fill what PyTorch's generic kernel allocated: a decoder's cache positions, once per token
+  unboxed<ops::arange_start_out>(m);
   // Composites that every backend runs as several operators (zeros, a view, copy_; clone, then the in-place
   // form): on flagos each of those would cross the layer and make its own kernel views; on the kernel device
   // the whole composite is one crossing, and runs exactly the code native CUDA runs.  The gradients of
