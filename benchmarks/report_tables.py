@@ -102,6 +102,19 @@ def _optimizer_working_set_host(r: Report) -> Lines:
             *_table(["per tensor", "µs"], rows)]
 
 
+def _heap_blocks_host(r: Report) -> Lines:
+    def rows(counts: Report) -> list[list[Any]]:
+        return [[name, _n(c["cpu"][0], 1), _n(c["flagos"][0], 1), _n(c["cpu"][1], 1), _n(c["flagos"][1], 1)]
+                for name, c in counts.items()]
+
+    header = ["heap blocks (aligned: tensor memory)", "CPU", "flagos", "CPU aligned", "flagos aligned"]
+    lines = [f"Per call, {r['calls']} calls after warm-up:", "", *_table(["op", *header[1:]], rows(r["per_call"]))]
+    if r.get("per_unit"):
+        lines += ["", f"Per unit of tools/device_workloads.py's workloads (decode: a token, train: a step), "
+                      f"{r['units']} units:", "", *_table(["workload", *header[1:]], rows(r["per_unit"]))]
+    return lines
+
+
 def _cold_cache_host(r: Report) -> Lines:
     rows = [["CPU", r["cpu_us_per_op"]], ["flagos", r["flagos_us_per_op"]],
             ["flagos extra", _n(r["extra_us_per_op"], 3)], ["ratio", _n(r["ratio"], 3)]]
@@ -365,6 +378,8 @@ ENTRIES: dict[str, Entry] = {
     "optimizer_working_set_host": Entry("An optimizer's working set of kernel views",
                                         "python benchmarks/device/optimizer_working_set_host.py --out result.json",
                                         _optimizer_working_set_host),
+    "heap_blocks_host": Entry("Heap blocks per operator and per unit of work",
+                              "python benchmarks/device/heap_blocks_host.py --out result.json", _heap_blocks_host),
     "cold_cache_host": Entry("Small ops with the caches cooled between chains",
                              "python benchmarks/device/cold_cache_host.py --out result.json", _cold_cache_host),
     "gpu_small_ops": Entry("Small ops", f"python benchmarks/device/gpu_small_ops.py --out result.json {_GPU}",

@@ -1,0 +1,185 @@
+"""Heap blocks per operator call and per unit of work, flagos against the CPU, on the host platform.
+
+A small library preloaded into a child interpreter counts the calls of the C heap's entry points on every
+thread: blocks (malloc, calloc, realloc; C++'s operator new goes through malloc) and aligned blocks
+(posix_memalign, aligned_alloc, memalign: what PyTorch's CPU allocator calls for tensor memory).  Reported, each
+device's counts per call of a set of operators, after warm-up calls, and per unit of tools/device_workloads.py's
+`decode` (a token of an 8-layer Llama; needs transformers) and `train` (a step of a 2-layer encoder with AdamW)
+workloads.
+
+The device layer's own objects (kernel views, an operator's list of them, a result made flagos in place) are
+reused from call to call, so on flagos an operator asks the heap for the blocks the CPU's operator asks for and
+no more; its tensor memory comes from flagos's allocator cache, so its aligned blocks are only what a kernel
+takes for its own scratch.  In the workloads the host runtime's own bookkeeping adds blocks where its cache
+meets a block size it has not served before (a growing cache of keys and values); the cuda platform's memory
+is CUDA's caching allocator's.
+
+    python benchmarks/device/heap_blocks_host.py [--out result.json] [--calls 100] [--units 20]
+        [--workloads decode train]
+
+Needs a C compiler (cc or gcc).  Exit codes: 0 ok, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+WORKLOADS = ("decode", "train")
+
+COUNTER = r"""
+#include <stdatomic.h>
+#include <stddef.h>
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+static atomic_ulong blocks, aligned_blocks;
+static void count(atomic_ulong *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+void *malloc(size_t n) { count(&blocks); return __libc_malloc(n); }
+void *calloc(size_t k, size_t n) { count(&blocks); return __libc_calloc(k, n); }
+void *realloc(void *p, size_t n) { count(&blocks); return __libc_realloc(p, n); }
+void *memalign(size_t a, size_t n) { count(&aligned_blocks); return __libc_memalign(a, n); }
+void *aligned_alloc(size_t a, size_t n) { count(&aligned_blocks); return __libc_memalign(a, n); }
+int posix_memalign(void **out, size_t a, size_t n) {
+  count(&aligned_blocks);
+  void *p = __libc_memalign(a, n);
+  if (p == NULL) return 12; /* ENOMEM */
+  *out = p;
+  return 0;
+}
+unsigned long heap_blocks(void) { return atomic_load(&blocks); }
+unsigned long heap_aligned_blocks(void) { return atomic_load(&aligned_blocks); }
+"""
+
+
+def operators(device: str) -> dict[str, Callable[[], object]]:
+    """The operators counted, on operands made on `device` from one seed."""
+    import torch
+
+    torch.manual_seed(0)
+    a, b = torch.randn(1024, device=device), torch.randn(1024, device=device)
+    m, w = torch.randn(16, 64, device=device), torch.randn(32, 64, device=device)
+    index = torch.arange(0, 1024, 4, device=device)
+    mask = a > 0
+    return {
+        "add": lambda: a + b,
+        "add_": lambda: a.add_(b),
+        "mm": lambda: a.view(32, 32) @ b.view(32, 32),
+        "linear": lambda: torch.nn.functional.linear(m, w, w[:, 0]),
+        "sum": lambda: a.sum(),
+        "softmax": lambda: torch.softmax(a, 0),
+        "layer_norm": lambda: torch.nn.functional.layer_norm(m, (64,)),
+        "gelu": lambda: torch.nn.functional.gelu(a),
+        "where": lambda: torch.where(mask, a, b),
+        "to_dtype": lambda: a.to(torch.half),
+        "copy_strided": lambda: m.t().contiguous(),
+        "index_select": lambda: a.index_select(0, index),
+        "cat": lambda: torch.cat([a, b]),
+        "argmax": lambda: a.argmax(),
+        "arange": lambda: torch.arange(0, 64, device=device),
+        "view": lambda: a.view(32, 32),
+        "item": lambda: a[0].item(),
+    }
+
+
+def child(calls: int, units: int, workloads: list[str]) -> None:
+    """Runs with the counter preloaded: prints {"per_call": {op: {device: [blocks, aligned]}}, "per_unit": ...}."""
+    import ctypes
+    import gc
+
+    import torch
+    import torch_fl  # noqa: F401
+
+    sys.path.insert(0, str(REPO / "tools"))
+    from device_workloads import WORKLOADS as UNITS
+
+    heap = ctypes.CDLL(os.environ["LD_PRELOAD"])  # the preloaded library itself
+    heap.heap_blocks.restype = heap.heap_aligned_blocks.restype = ctypes.c_ulong
+
+    def per_run(fn: Callable[[], object], runs: int, warmup: int) -> list[float]:
+        for _ in range(warmup):
+            fn()
+        blocks, aligned = heap.heap_blocks(), heap.heap_aligned_blocks()
+        for _ in range(runs):
+            fn()
+        return [(heap.heap_blocks() - blocks) / runs, (heap.heap_aligned_blocks() - aligned) / runs]
+
+    torch.set_num_threads(1)
+    # A collection inside one side's loop would free and allocate for reasons of its own.
+    gc.disable()
+    per_call: dict[str, dict[str, list[float]]] = {}
+    for device in ("cpu", "flagos"):
+        for name, fn in operators(device).items():
+            per_call.setdefault(name, {})[device] = per_run(fn, calls, warmup=10)
+    per_unit: dict[str, dict[str, list[float]]] = {}
+    for workload in workloads:
+        for device in ("cpu", "flagos"):
+            per_unit.setdefault(workload, {})[device] = per_run(UNITS[workload](device), units, warmup=5)
+    print(json.dumps({"per_call": per_call, "per_unit": per_unit}))
+
+
+def build_counter(folder: Path) -> Path:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise SystemExit("heap_blocks_host.py: no C compiler on PATH; install gcc (Debian: apt install gcc)")
+    source, library = folder / "heapcount.c", folder / "libheapcount.so"
+    source.write_text(COUNTER)
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source)],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        raise SystemExit(f"heap_blocks_host.py: {compiler} cannot build the counting library; check the compiler "
+                         f"installation ({(built.stderr.strip().splitlines() or ['no output'])[-1]})")
+    return library
+
+
+def measure(folder: Path, calls: int = 100, units: int = 20, workloads: tuple[str, ...] = WORKLOADS) -> dict[str, Any]:
+    """The child's counts, the counter built and the child run in `folder` (outside any source tree)."""
+    counter = build_counter(folder)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_")} | {"LD_PRELOAD": str(counter)}
+    result = subprocess.run([sys.executable, __file__, "--child", str(calls), str(units), *workloads], cwd=folder,
+                            env=env, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise SystemExit(f"heap_blocks_host.py: the counting child failed ({tail[0]})")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    if len(sys.argv) >= 4 and sys.argv[1] == "--child":
+        child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=100, help="counted calls per operator (default 100)")
+    parser.add_argument("--units", type=int, default=20, help="counted tokens or steps per workload (default 20)")
+    parser.add_argument("--workloads", nargs="*", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument("--out", help="also write the JSON here")
+    args = parser.parse_args()
+    if args.calls < 1 or args.units < 1:
+        print("heap_blocks_host.py: --calls and --units take a positive count, such as --calls 100", file=sys.stderr)
+        return 2
+    import torch
+    from _report import emit_json
+
+    with tempfile.TemporaryDirectory(prefix="heap-blocks-") as tmp:
+        try:
+            counts = measure(Path(tmp), args.calls, args.units, tuple(args.workloads))
+        except SystemExit as e:
+            print(e, file=sys.stderr)
+            return 2
+    emit_json({"version": 1, "benchmark": "heap_blocks_host", "torch": torch.__version__, "calls": args.calls,
+               "units": args.units, **counts}, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
