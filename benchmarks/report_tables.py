@@ -107,11 +107,12 @@ def _heap_blocks_host(r: Report) -> Lines:
         return [[name, _n(c["cpu"][0], 1), _n(c["flagos"][0], 1), _n(c["cpu"][1], 1), _n(c["flagos"][1], 1)]
                 for name, c in counts.items()]
 
-    header = ["heap blocks (aligned: tensor memory)", "CPU", "flagos", "CPU aligned", "flagos aligned"]
-    lines = [f"Per call, {r['calls']} calls after warm-up:", "", *_table(["op", *header[1:]], rows(r["per_call"]))]
+    counts = ["CPU blocks", "flagos blocks", "CPU aligned", "flagos aligned"]
+    lines = [f"Heap blocks per call, {r['calls']} calls after warm-up (aligned: the CPU allocator's tensor memory, "
+             "or a kernel's scratch):", "", *_table(["op", *counts], rows(r["per_call"]))]
     if r.get("per_unit"):
         lines += ["", f"Per unit of tools/device_workloads.py's workloads (decode: a token, train: a step), "
-                      f"{r['units']} units:", "", *_table(["workload", *header[1:]], rows(r["per_unit"]))]
+                      f"{r['units']} units:", "", *_table(["workload", *counts], rows(r["per_unit"]))]
     return lines
 
 
