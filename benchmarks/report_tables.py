@@ -102,17 +102,20 @@ def _optimizer_working_set_host(r: Report) -> Lines:
             *_table(["per tensor", "µs"], rows)]
 
 
-def _heap_blocks_host(r: Report) -> Lines:
+def _heap_blocks(r: Report) -> Lines:
+    reference = r.get("reference", "cpu")
+    shown = {"cpu": "CPU", "cuda": "CUDA"}[reference]
+
     def rows(counts: Report) -> list[list[Any]]:
-        return [[name, _n(c["cpu"][0], 1), _n(c["flagos"][0], 1), _n(c["cpu"][1], 1), _n(c["flagos"][1], 1)]
+        return [[name, _n(c[reference][0], 1), _n(c["flagos"][0], 1), _n(c[reference][1], 1), _n(c["flagos"][1], 1)]
                 for name, c in counts.items()]
 
-    counts = ["CPU blocks", "flagos blocks", "CPU aligned", "flagos aligned"]
+    columns = [f"{shown} blocks", "flagos blocks", f"{shown} aligned", "flagos aligned"]
     lines = [f"Heap blocks per call, {r['calls']} calls after warm-up (aligned: the CPU allocator's tensor memory, "
-             "or a kernel's scratch):", "", *_table(["op", *counts], rows(r["per_call"]))]
+             "or a kernel's scratch):", "", *_table(["op", *columns], rows(r["per_call"]))]
     if r.get("per_unit"):
         lines += ["", f"Per unit of tools/device_workloads.py's workloads (decode: a token, train: a step), "
-                      f"{r['units']} units:", "", *_table(["workload", *counts], rows(r["per_unit"]))]
+                      f"{r['units']} units:", "", *_table(["workload", *columns], rows(r["per_unit"]))]
     return lines
 
 
@@ -379,8 +382,8 @@ ENTRIES: dict[str, Entry] = {
     "optimizer_working_set_host": Entry("An optimizer's working set of kernel views",
                                         "python benchmarks/device/optimizer_working_set_host.py --out result.json",
                                         _optimizer_working_set_host),
-    "heap_blocks_host": Entry("Heap blocks per operator and per unit of work",
-                              "python benchmarks/device/heap_blocks_host.py --out result.json", _heap_blocks_host),
+    "heap_blocks": Entry("Heap blocks per operator and per unit of work",
+                         "python benchmarks/device/heap_blocks.py --out result.json", _heap_blocks),
     "cold_cache_host": Entry("Small ops with the caches cooled between chains",
                              "python benchmarks/device/cold_cache_host.py --out result.json", _cold_cache_host),
     "gpu_small_ops": Entry("Small ops", f"python benchmarks/device/gpu_small_ops.py --out result.json {_GPU}",

@@ -9,7 +9,7 @@ kernel's own scratch memory is the same on both devices).  A regression in the l
 fresh view or wrapper per argument or result -- costs every operator on the cuda platform an allocation and a
 free, in code that runs between CUDA's own; it shows here without a GPU.
 
-The counts come from benchmarks/device/heap_blocks_host.py: a small library preloaded into a fresh interpreter
+The counts come from benchmarks/device/heap_blocks.py: a small library preloaded into a fresh interpreter
 counts the calls of the heap's entry points on every thread.
 """
 
@@ -24,7 +24,7 @@ from support.paths import REPO
 
 pytest.importorskip("torch")
 sys.path.insert(0, str(REPO / "benchmarks" / "device"))
-import heap_blocks_host  # noqa: E402
+import heap_blocks  # noqa: E402
 
 OPS = ["add", "add_", "mm", "linear", "sum", "softmax", "layer_norm", "gelu", "where", "to_dtype", "copy_strided",
        "index_select", "cat", "argmax", "view", "item",
@@ -36,7 +36,7 @@ OPS = ["add", "add_", "mm", "linear", "sum", "softmax", "layer_norm", "gelu", "w
 @pytest.fixture(scope="module")
 def per_call(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """{op: {device: [heap blocks, aligned heap blocks] per call}}, from one fresh interpreter."""
-    return heap_blocks_host.measure(tmp_path_factory.mktemp("heap"), calls=100, workloads=())["per_call"]
+    return heap_blocks.measure(tmp_path_factory.mktemp("heap"), calls=100, workloads=())["per_call"]
 
 
 def test_every_counted_operator_is_checked(per_call: dict[str, Any]) -> None:

@@ -1,20 +1,21 @@
-"""Heap blocks per operator call and per unit of work, flagos against the CPU, on the host platform.
+"""Heap blocks per operator call and per unit of work, flagos against the CPU or native CUDA.
 
 A small library preloaded into a child interpreter counts the calls of the C heap's entry points on every
 thread: blocks (malloc, calloc, realloc; C++'s operator new goes through malloc) and aligned blocks
 (posix_memalign, aligned_alloc, memalign: what PyTorch's CPU allocator calls for tensor memory).  Reported, each
 device's counts per call of a set of operators, after warm-up calls, and per unit of tools/device_workloads.py's
 `decode` (a token of an 8-layer Llama; needs transformers) and `train` (a step of a 2-layer encoder with AdamW)
-workloads.
+workloads.  The reference is the CPU on the host platform (`--reference cpu`, the default) or, on a GPU machine
+with torch_fl built for the cuda platform, native CUDA in the same process (`--reference cuda`; decode only:
+a process with flagos registered cannot run a CUDA backward, pytorch/pytorch#161129).
 
 The device layer's own objects (kernel views, an operator's list of them, a result made flagos in place) are
-reused from call to call, so on flagos an operator asks the heap for the blocks the CPU's operator asks for and
-no more; its tensor memory comes from flagos's allocator cache, so its aligned blocks are only what a kernel
-takes for its own scratch.  In the workloads the host runtime's own bookkeeping adds blocks where its cache
-meets a block size it has not served before (a growing cache of keys and values); the cuda platform's memory
-is CUDA's caching allocator's.
+reused from call to call, so on flagos an operator asks the heap for the blocks the reference's operator asks
+for and no more; on the host platform its tensor memory comes from flagos's allocator cache, so its aligned
+blocks are only what a kernel takes for its own scratch.  In the workloads the host runtime's own bookkeeping
+adds blocks where its cache meets a block size it has not served before (a growing cache of keys and values).
 
-    python benchmarks/device/heap_blocks_host.py [--out result.json] [--calls 100] [--units 20]
+    python benchmarks/device/heap_blocks.py [--out result.json] [--reference cpu|cuda] [--calls 100] [--units 20]
         [--workloads decode train]
 
 Needs a C compiler (cc or gcc).  Exit codes: 0 ok, 2 unusable input.
@@ -92,7 +93,7 @@ def operators(device: str) -> dict[str, Callable[[], object]]:
     }
 
 
-def child(calls: int, units: int, workloads: list[str]) -> None:
+def child(reference: str, calls: int, units: int, workloads: list[str]) -> None:
     """Runs with the counter preloaded: prints {"per_call": {op: {device: [blocks, aligned]}}, "per_unit": ...}."""
     import ctypes
     import gc
@@ -118,12 +119,12 @@ def child(calls: int, units: int, workloads: list[str]) -> None:
     # A collection inside one side's loop would free and allocate for reasons of its own.
     gc.disable()
     per_call: dict[str, dict[str, list[float]]] = {}
-    for device in ("cpu", "flagos"):
+    for device in (reference, "flagos"):
         for name, fn in operators(device).items():
             per_call.setdefault(name, {})[device] = per_run(fn, calls, warmup=10)
     per_unit: dict[str, dict[str, list[float]]] = {}
     for workload in workloads:
-        for device in ("cpu", "flagos"):
+        for device in (reference, "flagos"):
             per_unit.setdefault(workload, {})[device] = per_run(UNITS[workload](device), units, warmup=5)
     print(json.dumps({"per_call": per_call, "per_unit": per_unit}))
 
@@ -131,53 +132,65 @@ def child(calls: int, units: int, workloads: list[str]) -> None:
 def build_counter(folder: Path) -> Path:
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        raise SystemExit("heap_blocks_host.py: no C compiler on PATH; install gcc (Debian: apt install gcc)")
+        raise SystemExit("heap_blocks.py: no C compiler on PATH; install gcc (Debian: apt install gcc)")
     source, library = folder / "heapcount.c", folder / "libheapcount.so"
     source.write_text(COUNTER)
     built = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source)],
                            capture_output=True, text=True)
     if built.returncode != 0:
-        raise SystemExit(f"heap_blocks_host.py: {compiler} cannot build the counting library; check the compiler "
+        raise SystemExit(f"heap_blocks.py: {compiler} cannot build the counting library; check the compiler "
                          f"installation ({(built.stderr.strip().splitlines() or ['no output'])[-1]})")
     return library
 
 
-def measure(folder: Path, calls: int = 100, units: int = 20, workloads: tuple[str, ...] = WORKLOADS) -> dict[str, Any]:
+def measure(folder: Path, reference: str = "cpu", calls: int = 100, units: int = 20,
+            workloads: tuple[str, ...] = WORKLOADS) -> dict[str, Any]:
     """The child's counts, the counter built and the child run in `folder` (outside any source tree)."""
     counter = build_counter(folder)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_")} | {"LD_PRELOAD": str(counter)}
-    result = subprocess.run([sys.executable, __file__, "--child", str(calls), str(units), *workloads], cwd=folder,
+    result = subprocess.run([sys.executable, __file__, "--child", reference, str(calls), str(units), *workloads], cwd=folder,
                             env=env, capture_output=True, text=True, timeout=900)
     if result.returncode != 0:
         tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise SystemExit(f"heap_blocks_host.py: the counting child failed ({tail[0]})")
+        raise SystemExit(f"heap_blocks.py: the counting child failed ({tail[0]})")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
-    if len(sys.argv) >= 4 and sys.argv[1] == "--child":
-        child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
+    if len(sys.argv) >= 5 and sys.argv[1] == "--child":
+        child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reference", choices=("cpu", "cuda"), default="cpu",
+                        help="the device flagos is counted against (default cpu; cuda on a GPU machine)")
     parser.add_argument("--calls", type=int, default=100, help="counted calls per operator (default 100)")
     parser.add_argument("--units", type=int, default=20, help="counted tokens or steps per workload (default 20)")
     parser.add_argument("--workloads", nargs="*", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args()
     if args.calls < 1 or args.units < 1:
-        print("heap_blocks_host.py: --calls and --units take a positive count, such as --calls 100", file=sys.stderr)
+        print("heap_blocks.py: --calls and --units take a positive count, such as --calls 100", file=sys.stderr)
+        return 2
+    if args.reference == "cuda" and "train" in args.workloads:
+        print("heap_blocks.py: the train workload needs a CUDA backward, which a process with flagos registered "
+              "cannot run; pass --workloads decode with --reference cuda", file=sys.stderr)
         return 2
     import torch
     from _report import emit_json
 
+    if args.reference == "cuda" and not torch.cuda.is_available():
+        print("heap_blocks.py: --reference cuda needs a GPU and a CUDA build of torch; run it on a GPU machine, "
+              "or count against the CPU (--reference cpu)", file=sys.stderr)
+        return 2
+
     with tempfile.TemporaryDirectory(prefix="heap-blocks-") as tmp:
         try:
-            counts = measure(Path(tmp), args.calls, args.units, tuple(args.workloads))
+            counts = measure(Path(tmp), args.reference, args.calls, args.units, tuple(args.workloads))
         except SystemExit as e:
             print(e, file=sys.stderr)
             return 2
-    emit_json({"version": 1, "benchmark": "heap_blocks_host", "torch": torch.__version__, "calls": args.calls,
-               "units": args.units, **counts}, args.out)
+    emit_json({"version": 1, "benchmark": "heap_blocks", "torch": torch.__version__, "reference": args.reference,
+               "calls": args.calls, "units": args.units, **counts}, args.out)
     return 0
 
 
