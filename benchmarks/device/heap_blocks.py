@@ -148,8 +148,8 @@ def measure(folder: Path, reference: str = "cpu", calls: int = 100, units: int =
     """The child's counts, the counter built and the child run in `folder` (outside any source tree)."""
     counter = build_counter(folder)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_")} | {"LD_PRELOAD": str(counter)}
-    result = subprocess.run([sys.executable, __file__, "--child", reference, str(calls), str(units), *workloads], cwd=folder,
-                            env=env, capture_output=True, text=True, timeout=900)
+    command = [sys.executable, __file__, "--child", reference, str(calls), str(units), *workloads]
+    result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
     if result.returncode != 0:
         tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
         raise SystemExit(f"heap_blocks.py: the counting child failed ({tail[0]})")
