@@ -10,9 +10,12 @@ operator call; operators routed to ``flaggems`` get their kernels from
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import os
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -22,7 +25,7 @@ from torch_fl.flaggems.size_rules import SizeRule, SizeRuleError
 from torch_fl.flaggems.size_rules import parse as parse_rule
 
 __all__ = ["RoutingError", "RoutingTable", "Route", "evidence_path", "load", "install", "install_from_env", "installed_table",
-           "check_usable", "unusable", "route", "provider_for"]
+           "check_usable", "unusable", "route", "provider_for", "count_boxed_calls"]
 
 _CONFIG_DIR = Path(__file__).with_name("configs")
 _OP_PREFIX = "FLAGOS_OP_"
@@ -275,3 +278,26 @@ def route(op: str) -> Route:
 def provider_for(op: str) -> str:
     """The provider that runs ``op`` on flagos in this process."""
     return route(op).effective
+
+
+@contextlib.contextmanager
+def count_boxed_calls() -> Iterator[Counter[str]]:
+    """Counts, by operator, the calls inside the block that take the boxed path: the routed fallback, where the
+    dispatcher packs an operator's arguments into a stack for it (several microseconds a call on a GPU's host,
+    against about one for an unboxed kernel).  The counter it yields is filled when the block ends::
+
+        with torch_fl.routing.count_boxed_calls() as boxed:
+            model(x).sum().backward()
+        print(boxed.most_common(10))  # {"aten::logaddexp.out": 12, ...}: candidates for an unboxed kernel
+
+    Every thread's calls count (autograd's device threads too); blocks do not nest."""
+    from torch_fl import _C
+
+    counts: Counter[str] = Counter()
+    _C._boxed_calls(True)
+    _C._count_boxed_calls(True)
+    try:
+        yield counts
+    finally:
+        _C._count_boxed_calls(False)
+        counts.update(_C._boxed_calls(True))

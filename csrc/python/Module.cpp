@@ -18,6 +18,7 @@
 #include <torch/csrc/utils/python_strings.h>
 
 #include "aten/routing/KernelDeviceRoutes.h"
+#include "aten/routing/RoutedFallback.h"
 #include "aten/views/KernelView.h"
 #include "aten/kernels/NativeOps.h"
 #include "aten/routing/Routing.h"
@@ -352,6 +353,36 @@ PyObject* runtime_api_calls(PyObject*, PyObject* arg) {
   END_HANDLE_TH_ERRORS
 }
 
+// Turns the counting of boxed calls (RoutedFallback.h) on or off.
+PyObject* count_boxed_calls(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  const int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  aten::count_boxed_calls(on != 0);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+// {operator: calls} of the boxed path since counting was turned on or last reset; reset after reading if true.
+PyObject* boxed_calls(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  const int reset = PyObject_IsTrue(arg);
+  if (reset < 0) return nullptr;
+  PyObject* counts = PyDict_New();
+  if (counts == nullptr) return nullptr;
+  for (const auto& [name, calls] : aten::boxed_call_counts(reset != 0)) {
+    PyObject* value = PyLong_FromUnsignedLongLong(calls);
+    if (value == nullptr || PyDict_SetItemString(counts, name.c_str(), value) != 0) {
+      Py_XDECREF(value);
+      Py_DECREF(counts);
+      return nullptr;
+    }
+    Py_DECREF(value);
+  }
+  return counts;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"_platform", platform, METH_NOARGS, "Platform this plugin was built for."},
     {"_configuration_error", configuration_error, METH_NOARGS, "Why the runtime is unusable, or ''."},
@@ -375,6 +406,9 @@ PyMethodDef methods[] = {
      "empty_strided(size, stride, dtype) on the current device."},
     {"_drain_autograd_device_thread", drain_autograd_device_thread, METH_VARARGS,
      "(index, timeout_s): whether autograd's thread for a flagos device ran everything queued before the call."},
+    {"_count_boxed_calls", count_boxed_calls, METH_O, "(on): count the calls that take the boxed path, by operator."},
+    {"_boxed_calls", boxed_calls, METH_O,
+     "(reset) -> {operator: calls} of the boxed path since counting began or the last reset; reset if true."},
     {"_runtime_api_calls", runtime_api_calls, METH_O,
      "(reset) -> {runtime API function: calls} since start or the last reset; reset afterwards if true."},
     {"_kernel_view", kernel_view, METH_O, "The zero-copy kernel-device view of a flagos tensor (others as given)."},

@@ -300,7 +300,33 @@ void warn_unavailable_once(const c10::OperatorHandle& op, const Route& route) {
 
 }  // namespace
 
+namespace {
+
+std::atomic<bool> counting_boxed{false};
+std::mutex boxed_counts_mutex;
+// Keyed by the operator's schema, which lives as long as the operator (as Routing's cache is).
+std::unordered_map<const c10::FunctionSchema*, uint64_t>& boxed_counts() {
+  static auto* counts = new std::unordered_map<const c10::FunctionSchema*, uint64_t>();
+  return *counts;
+}
+
+}  // namespace
+
+void count_boxed_calls(bool on) { counting_boxed.store(on, std::memory_order_relaxed); }
+
+std::vector<std::pair<std::string, uint64_t>> boxed_call_counts(bool reset) {
+  std::lock_guard<std::mutex> lock(boxed_counts_mutex);
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const auto& [schema, calls] : boxed_counts()) out.emplace_back(c10::toString(schema->operator_name()), calls);
+  if (reset) boxed_counts().clear();
+  return out;
+}
+
 void routed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(counting_boxed.load(std::memory_order_relaxed))) {
+    std::lock_guard<std::mutex> lock(boxed_counts_mutex);
+    ++boxed_counts()[&op.schema()];
+  }
   const Route route = route_for(op);
   if (route.effective != route.requested) warn_unavailable_once(op, route);
   if (log_dispatch_enabled()) {

@@ -44,45 +44,68 @@
 #include <ATen/ops/_foreach_sqrt_ops.h>
 #include <ATen/ops/_foreach_zero_ops.h>
 #include <ATen/ops/_fused_sdp_choice_ops.h>
-#include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
-#include <ATen/ops/_scaled_dot_product_cudnn_attention_backward_ops.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention_ops.h>
+#include <ATen/ops/_scaled_dot_product_cudnn_attention_backward_ops.h>
 #include <ATen/ops/_scaled_dot_product_efficient_attention_ops.h>
-#include <ATen/ops/_scaled_dot_product_flash_attention_ops.h>
 #include <ATen/ops/_scaled_dot_product_efficient_attention_backward_ops.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_ops.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_backward_ops.h>
-#include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/all_ops.h>
 #include <ATen/ops/amax_ops.h>
+#include <ATen/ops/any_ops.h>
 #include <ATen/ops/arange_ops.h>
 #include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/baddbmm_ops.h>
+#include <ATen/ops/bitwise_and_ops.h>
+#include <ATen/ops/bitwise_not_ops.h>
+#include <ATen/ops/bitwise_or_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
+#include <ATen/ops/ceil_ops.h>
+#include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/clone_ops.h>
 #include <ATen/ops/cos_ops.h>
+#include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/diagonal_backward_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
+#include <ATen/ops/eq_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/fill_ops.h>
-#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gather_ops.h>
+#include <ATen/ops/ge_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/index_ops.h>
 #include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/isin_ops.h>
+#include <ATen/ops/isneginf_ops.h>
+#include <ATen/ops/le_ops.h>
 #include <ATen/ops/log_ops.h>
+#include <ATen/ops/logical_not_ops.h>
+#include <ATen/ops/lt_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/max_ops.h>
+#include <ATen/ops/maximum_ops.h>
 #include <ATen/ops/mean_ops.h>
+#include <ATen/ops/min_ops.h>
+#include <ATen/ops/minimum_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
-#include <ATen/ops/native_dropout_backward_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
-#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_dropout_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/ne_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
@@ -90,18 +113,22 @@
 #include <ATen/ops/reciprocal_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/scatter_add_ops.h>
 #include <ATen/ops/select_backward_ops.h>
-#include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
-#include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sign_ops.h>
 #include <ATen/ops/silu_ops.h>
+#include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/sin_ops.h>
 #include <ATen/ops/slice_backward_ops.h>
+#include <ATen/ops/softplus_ops.h>
+#include <ATen/ops/softplus_backward_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
-#include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/zero_ops.h>
@@ -185,6 +212,19 @@ struct KernelArgument<const at::ITensorListRef&> {
   ListViews tensors;
   // Made at the call: the list reference must see the views where they ended up.
   at::ITensorListRef get() { return at::ITensorListRef(at::TensorList(tensors)); }
+};
+
+// Indices, some absent (x[idx], x[:, mask]).
+template <>
+struct KernelArgument<const c10::List<std::optional<at::Tensor>>&> {
+  KernelArgument(CallViews& views, const c10::List<std::optional<at::Tensor>>& list) {
+    tensors.reserve(list.size());
+    for (const std::optional<at::Tensor>& t : list) {
+      tensors.push_back(t.has_value() && is_flagos(*t) ? std::optional<at::Tensor>(views.add(*t, false)) : t);
+    }
+  }
+  c10::List<std::optional<at::Tensor>> tensors;
+  const c10::List<std::optional<at::Tensor>>& get() { return tensors; }
 };
 
 // Kernel results back on flagos; a result that is no tensor (a choice, a count) as the kernel gave it.
@@ -423,6 +463,45 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   unboxed<ops::diagonal_backward>(m);
   unboxed<ops::masked_fill_Scalar>(m);
   unboxed<ops::masked_fill_Tensor>(m);
+  // comparisons, masks and the reductions over them: attention masks built per forward, and generate()'s
+  // stopping tests per token, in Hugging Face models (torch_fl.routing.count_boxed_calls over tests/models)
+  unboxed<ops::eq_Scalar>(m);
+  unboxed<ops::eq_Tensor>(m);
+  unboxed<ops::ne_Scalar>(m);
+  unboxed<ops::ne_Tensor>(m);
+  unboxed<ops::lt_Scalar>(m);
+  unboxed<ops::lt_Tensor>(m);
+  unboxed<ops::le_Scalar>(m);
+  unboxed<ops::le_Tensor>(m);
+  unboxed<ops::gt_Scalar>(m);
+  unboxed<ops::gt_Tensor>(m);
+  unboxed<ops::ge_Scalar>(m);
+  unboxed<ops::ge_Tensor>(m);
+  unboxed<ops::bitwise_and_Tensor>(m);
+  unboxed<ops::bitwise_or_Tensor>(m);
+  unboxed<ops::bitwise_not>(m);
+  unboxed<ops::logical_not>(m);
+  unboxed<ops::isin_Tensor_Tensor>(m);
+  unboxed<ops::isneginf>(m);
+  unboxed<ops::any>(m);
+  unboxed<ops::any_dim>(m);
+  unboxed<ops::all>(m);
+  unboxed<ops::all_dim>(m);
+  unboxed<ops::max>(m);
+  unboxed<ops::min>(m);
+  unboxed<ops::minimum>(m);
+  unboxed<ops::maximum>(m);
+  unboxed<ops::cumsum>(m);
+  unboxed<ops::gather>(m);
+  unboxed<ops::softplus>(m);
+  unboxed<ops::softplus_backward>(m);
+  unboxed<ops::clamp>(m);
+  unboxed<ops::ceil>(m);
+  unboxed<ops::sign>(m);
+  unboxed<ops::pow_Tensor_Tensor>(m);
+  unboxed<ops::index_Tensor>(m);
+  unboxed<ops::scatter_add>(m);
+  unboxed<ops::scatter_add_>(m);
   // optimizer updates: flagos tensors straight to the kernel device's kernel on the cuda platform
   direct<ops::_foreach_add__Scalar>(m);
   direct<ops::_foreach_add__List>(m);
