@@ -70,6 +70,42 @@ def test_composites_cross_the_device_layer_once(run_python) -> None:
     assert routed == {name: [name] for name in routed} and len(routed) == 5, result.stderr
 
 
+def test_boxed_calls_are_counted_by_operator_on_every_thread() -> None:
+    a, b = torch.randn(8, device="flagos"), torch.randn(8, device="flagos")
+    x = torch.randn(8, device="flagos", requires_grad=True)
+    # A gradient hook runs on autograd's thread for the device.
+    x.register_hook(lambda grad: torch.logaddexp(grad, grad))
+    with routing.count_boxed_calls() as boxed:
+        torch.cos(a)  # an unboxed kernel
+        torch.logaddexp(a, b)  # none: the routed fallback (its out= form, through PyTorch's generic kernel)
+        (x * 2).sum().backward()
+    assert boxed == {"aten::logaddexp.out": 2}
+    torch.logaddexp(a, b)  # counting ended with the block
+    with routing.count_boxed_calls() as later:
+        pass
+    assert later == {}
+
+
+def test_a_training_step_takes_the_boxed_path_only_where_the_host_platform_must() -> None:
+    # benchmarks/device/gpu_transformer.py's step, small: autocast, a pre-norm encoder with dropout, AdamW.  On a
+    # GPU's host a boxed call costs several microseconds more than an unboxed one.  The host platform boxes
+    # seeded kernels (it lends the flagos generator's state to the CPU's for the call), which the cuda platform
+    # runs unboxed.
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True, norm_first=True)
+    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to("flagos")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(2, 16, 64, device="flagos")
+    with routing.count_boxed_calls() as boxed:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("flagos", dtype=torch.bfloat16):
+            loss = model(x).float().square().mean()
+        loss.backward()
+        optimizer.step()
+        loss.item()
+    assert set(boxed) == {"aten::native_dropout"}, boxed
+
+
 @pytest.mark.parametrize("override", [None, "cpu"])
 def test_direct_kernels_follow_the_routing_table(run_python, override: str | None) -> None:
     # Without the dispatch log (which sends every call through the routed fallback):

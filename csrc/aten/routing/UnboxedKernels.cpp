@@ -407,6 +407,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   unboxed<ops::sin>(m);
   unboxed<ops::clamp_min>(m);
   unboxed<ops::where_self>(m);
+  unboxed<ops::where_self_out>(m);  // attention's safe softmax, in the math kernel
   unboxed<ops::masked_fill__Scalar>(m);
   unboxed<ops::fill__Scalar>(m);
   unboxed<ops::zero_>(m);
