@@ -103,7 +103,7 @@ def test_a_training_step_takes_the_boxed_path_only_where_the_host_platform_must(
         loss.backward()
         optimizer.step()
         loss.item()
-    assert set(boxed) == {"aten::native_dropout"}, boxed
+    assert set(boxed) <= {"aten::native_dropout"}, boxed
 
 
 @pytest.mark.parametrize("override", [None, "cpu"])
