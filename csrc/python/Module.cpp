@@ -333,22 +333,28 @@ PyObject* drain_autograd_device_thread(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
-// {function name: calls} of the vendor runtime's API since start or the last reset (empty where the runtime
-// counts nothing); with a true argument the counters are reset after reading.
-PyObject* runtime_api_calls(PyObject*, PyObject* arg) {
-  HANDLE_TH_ERRORS
-  PyObject* counts = PyDict_New();
-  if (counts == nullptr) return nullptr;
-  for (const auto& [name, calls] : runtime::api_call_counts()) {
-    PyObject* value = PyLong_FromUnsignedLongLong(calls);
-    if (value == nullptr || PyDict_SetItemString(counts, name.c_str(), value) != 0) {
+// {name: count} as a Python dict.
+PyObject* counts_dict(const std::vector<std::pair<std::string, uint64_t>>& counts) {
+  PyObject* dict = PyDict_New();
+  if (dict == nullptr) return nullptr;
+  for (const auto& [name, count] : counts) {
+    PyObject* value = PyLong_FromUnsignedLongLong(count);
+    if (value == nullptr || PyDict_SetItemString(dict, name.c_str(), value) != 0) {
       Py_XDECREF(value);
-      Py_DECREF(counts);
+      Py_DECREF(dict);
       return nullptr;
     }
     Py_DECREF(value);
   }
-  if (PyObject_IsTrue(arg)) runtime::reset_api_call_counts();
+  return dict;
+}
+
+// {function name: calls} of the vendor runtime's API since start or the last reset (empty where the runtime
+// counts nothing); with a true argument the counters are reset after reading.
+PyObject* runtime_api_calls(PyObject*, PyObject* arg) {
+  HANDLE_TH_ERRORS
+  PyObject* counts = counts_dict(runtime::api_call_counts());
+  if (counts != nullptr && PyObject_IsTrue(arg)) runtime::reset_api_call_counts();
   return counts;
   END_HANDLE_TH_ERRORS
 }
@@ -368,18 +374,7 @@ PyObject* boxed_calls(PyObject*, PyObject* arg) {
   HANDLE_TH_ERRORS
   const int reset = PyObject_IsTrue(arg);
   if (reset < 0) return nullptr;
-  PyObject* counts = PyDict_New();
-  if (counts == nullptr) return nullptr;
-  for (const auto& [name, calls] : aten::boxed_call_counts(reset != 0)) {
-    PyObject* value = PyLong_FromUnsignedLongLong(calls);
-    if (value == nullptr || PyDict_SetItemString(counts, name.c_str(), value) != 0) {
-      Py_XDECREF(value);
-      Py_DECREF(counts);
-      return nullptr;
-    }
-    Py_DECREF(value);
-  }
-  return counts;
+  return counts_dict(aten::boxed_call_counts(reset != 0));
   END_HANDLE_TH_ERRORS
 }
 
