@@ -77,7 +77,7 @@ def test_boxed_calls_are_counted_by_operator_on_every_thread() -> None:
     x.register_hook(lambda grad: torch.logaddexp(grad, grad))
     with routing.count_boxed_calls() as boxed:
         torch.cos(a)  # an unboxed kernel
-        torch.logaddexp(a, b)  # none: the routed fallback (its out= form, through PyTorch's generic kernel)
+        torch.logaddexp(a, b)  # no unboxed kernel: the routed fallback (its out= form, by PyTorch's generic kernel)
         (x * 2).sum().backward()
     assert boxed == {"aten::logaddexp.out": 2}
     torch.logaddexp(a, b)  # counting ended with the block

@@ -298,10 +298,6 @@ void warn_unavailable_once(const c10::OperatorHandle& op, const Route& route) {
              "' (set FLAGOS_OP_<op> or the routing file to choose another provider)");
 }
 
-}  // namespace
-
-namespace {
-
 std::atomic<bool> counting_boxed{false};
 std::mutex boxed_counts_mutex;
 // Keyed by the operator's schema, which lives as long as the operator (as Routing's cache is).
