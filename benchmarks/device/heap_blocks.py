@@ -149,7 +149,11 @@ def measure(folder: Path, reference: str = "cpu", calls: int = 100, units: int =
     counter = build_counter(folder)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_")} | {"LD_PRELOAD": str(counter)}
     command = [sys.executable, __file__, "--child", reference, str(calls), str(units), *workloads]
-    result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+    try:
+        result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        raise SystemExit("heap_blocks.py: the counting child ran past 15 minutes; count fewer units "
+                         "(--units) or fewer workloads (--workloads)") from None
     if result.returncode != 0:
         tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
         raise SystemExit(f"heap_blocks.py: the counting child failed ({tail[0]})")
