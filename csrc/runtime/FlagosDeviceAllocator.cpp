@@ -44,6 +44,16 @@ void adopt_kernel_storage_in_place(c10::StorageImpl& kernel_storage, c10::Device
   kernel_storage.set_allocator(&device_allocator());
 }
 
+void move_kernel_memory(c10::StorageImpl& kernel_storage, c10::StorageImpl& flagos_storage, c10::DeviceIndex device) {
+  c10::DataPtr memory = kernel_storage.set_data_ptr(c10::DataPtr());
+  void* ptr = memory.get();
+  const c10::Device kernel_device = memory.device();
+  memory.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, device));
+  flagos_storage.set_data_ptr_noswap(std::move(memory));
+  flagos_storage.set_nbytes(kernel_storage.nbytes());
+  kernel_storage.set_data_ptr_noswap(c10::DataPtr(ptr, kernel_device));
+}
+
 namespace {
 struct RegisterAllocator {
   RegisterAllocator() { c10::SetAllocator(c10::DeviceType::PrivateUse1, &device_allocator()); }

@@ -76,6 +76,11 @@ const c10::DataPtr& kernel_memory_of(const c10::DataPtr& flagos);
 // is_device_memory() accepted, flagos memory of `device` in place: no second storage, no wrapper per result.
 void adopt_kernel_storage_in_place(c10::StorageImpl& kernel_storage, c10::DeviceIndex device);
 
+// Moves the memory of `kernel_storage` (a kernel view's storage that a kernel gave memory of its own, which
+// is_device_memory() accepted) into `flagos_storage` as flagos memory of `device`; `kernel_storage` is left
+// borrowing it, as a kernel view borrows its flagos tensor's memory.
+void move_kernel_memory(c10::StorageImpl& kernel_storage, c10::StorageImpl& flagos_storage, c10::DeviceIndex device);
+
 // Gives `storage` a new block of `new_bytes` on its device, keeping the first
 // min(old, new) bytes (torch's resize_ and untyped_storage().resize_()).
 void resize_storage(const c10::Storage& storage, size_t new_bytes);

@@ -28,9 +28,9 @@ import heap_blocks  # noqa: E402
 
 OPS = ["add", "add_", "mm", "linear", "sum", "softmax", "layer_norm", "gelu", "where", "to_dtype", "copy_strided",
        "index_select", "cat", "argmax", "view", "item",
-       # PyTorch's generic arange hands the kernel an empty out= tensor to resize: the kernel view takes memory of
-       # its own, which flagos adopts through a shared storage, and the next call needs a fresh view.
-       pytest.param("arange", marks=pytest.mark.xfail(strict=True, reason="the kernel resizes its out= view"))]
+       # PyTorch's generic arange hands the kernel an empty out= tensor to resize: the memory the kernel gives the
+       # view moves to the flagos tensor, and the view stays one the next call can take.
+       "arange"]
 
 
 @pytest.fixture(scope="module")

@@ -137,6 +137,30 @@ def test_out_argument_resized_by_the_kernel() -> None:
     assert through_kernel(out).tolist() == [3.0 * i for i in range(6)]
 
 
+def test_memory_a_kernel_gives_an_out_argument_becomes_the_argument_s_own() -> None:
+    base = torch.flagos.memory_allocated()
+    out = torch.empty(0, device=DEV)
+    for n in (5, 300, 300, 7000):  # each growth: the kernel gives its view of `out` new memory
+        torch.arange(n, out=out.resize_(0))
+        assert out.untyped_storage().device == torch.device(DEV, 0)
+        assert through_kernel(out).tolist() == list(range(n))
+    assert torch.flagos.memory_allocated() >= base + 7000 * out.element_size()
+    out.untyped_storage().resize_(1 << 16)  # the flagos allocator's memory now: it grows on the device
+    assert out.tolist() == list(range(7000))
+    del out
+    assert torch.flagos.memory_allocated() == base
+
+
+def test_out_argument_resized_while_another_argument_shares_its_storage() -> None:
+    base = torch.arange(6.0, device=DEV)
+    out = base[:0]
+    torch.add(base, 1, out=out)  # the kernel grows the storage `base` shares, keeping its bytes
+    expected_base = torch.arange(6.0)
+    expected_out = torch.add(expected_base, 1, out=expected_base[:0])
+    assert through_kernel(out).tolist() == expected_out.tolist()
+    assert through_kernel(base).tolist() == expected_base.tolist()
+
+
 def test_views_of_one_storage_keep_their_own_geometry() -> None:
     base = torch.arange(12.0, device=DEV)
     rows = base.view(3, 4)

@@ -44,11 +44,13 @@ at::Tensor CallViews::add_entry(c10::MaybeOwned<at::Tensor> t, bool written) {
 void CallViews::sync_written() {
   for (const Entry& e : entries_) {
     if (!e.written) continue;
-    // A view the kernel gave memory of its own (an out= argument it resized)
-    // would keep that memory alive in the cache: it is dropped instead.
-    const bool reallocated = e.view.storage().data() != e.flagos->storage().data();
+    // A view the kernel gave memory of its own (an out= argument it resized) hands that memory to the flagos
+    // tensor and stays a view the cache can hand out again.  Where the memory cannot move, the view would keep
+    // it alive in the cache: it is dropped instead.
+    const bool kept_memory = e.view.storage().data() != e.flagos->storage().data() &&
+                             !move_reallocated_memory(*e.flagos, e.view);
     sync_from_kernel_view(*e.flagos, e.view);
-    if (reallocated) forget_kernel_view(*e.flagos);
+    if (kept_memory) forget_kernel_view(*e.flagos);
   }
 }
 

@@ -355,6 +355,20 @@ bool held_only_by_caller(const at::Tensor& t) {
   return held_only_here(t.getIntrusivePtr()) && storage && held_only_here(storage);
 }
 
+bool move_reallocated_memory(const at::Tensor& flagos_tensor, const at::Tensor& view) {
+  const c10::Storage& kernel_storage = view.unsafeGetTensorImpl()->unsafe_storage();
+  const c10::Storage& flagos_storage = flagos_tensor.unsafeGetTensorImpl()->unsafe_storage();
+  // Shared or shared-with memory stays where it is: another view of the same kernel storage (an aliasing
+  // argument of the call) must keep seeing what the flagos storage holds, which only sharing gives it.
+  if (!kernel_storage || !flagos_storage || kernel_storage.data() == flagos_storage.data() ||
+      !held_only_here(kernel_storage) || !is_device_memory(kernel_storage.data_ptr())) {
+    return false;
+  }
+  move_kernel_memory(*kernel_storage.unsafeGetStorageImpl(), *flagos_storage.unsafeGetStorageImpl(),
+                     flagos_tensor.device().index());
+  return true;
+}
+
 namespace {
 
 // `result` is a plain dense kernel device tensor that may change device in place.

@@ -49,6 +49,12 @@ inline at::Tensor kernel_view_if_flagos(const at::Tensor& t) {
 // match the view's geometry, and its data if the kernel reallocated the view.
 void sync_from_kernel_view(const at::Tensor& flagos_tensor, const at::Tensor& view);
 
+// Before sync_from_kernel_view() of an argument the kernel reallocated (an out= argument it resized): where
+// nothing but `view` holds the view's storage and its new memory is device memory, that memory moves into
+// flagos_tensor's storage and the view is left borrowing it, a view that later calls can take again.  False
+// where the memory stays the view's (sync_from_kernel_view() then shares or copies it).
+bool move_reallocated_memory(const at::Tensor& flagos_tensor, const at::Tensor& view);
+
 // Gives `to` the conjugate and negative bits of `from`.
 void copy_lazy_bits(const at::Tensor& from, const at::Tensor& to);
 
