@@ -161,6 +161,17 @@ def test_out_argument_resized_while_another_argument_shares_its_storage() -> Non
     assert through_kernel(base).tolist() == expected_base.tolist()
 
 
+def test_out_argument_resized_while_a_tensor_outside_the_call_shares_its_storage() -> None:
+    base = torch.arange(6.0, device=DEV) + 10
+    out = base[1:1]
+    torch.arange(12.0, out=out)  # the storage grows: `base` sees the memory the kernel gave the view
+    expected_base = torch.arange(6.0) + 10
+    expected_out = torch.arange(12.0, out=expected_base[1:1])
+    assert through_kernel(out).tolist() == expected_out.tolist()
+    assert through_kernel(base).tolist() == expected_base.tolist()
+    assert base.untyped_storage().nbytes() == expected_base.untyped_storage().nbytes()
+
+
 def test_views_of_one_storage_keep_their_own_geometry() -> None:
     base = torch.arange(12.0, device=DEV)
     rows = base.view(3, 4)
