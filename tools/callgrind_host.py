@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from device_workloads import WORKLOADS
+from preload_library import build_preload_library
 
 SHIM = r"""
 #include <valgrind/callgrind.h>
@@ -72,20 +73,6 @@ def child(workload: str, device: str, units: int, shim: str) -> None:
     torch.set_num_threads(1)
     unit = WORKLOADS[workload](device)
     collect(unit, warmup=5 if workload == "decode" else 3)
-
-
-def build_shim(folder: Path) -> Path:
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        raise SystemExit("tools/callgrind_host.py: no C compiler on PATH; install gcc (Debian: apt install gcc)")
-    source, library = folder / "collect.c", folder / "libcollect.so"
-    source.write_text(SHIM)
-    built = subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(library), str(source)],
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        raise SystemExit("tools/callgrind_host.py: cannot build the client-request shim (valgrind/callgrind.h "
-                         "missing?); install valgrind with its headers (Debian: apt install valgrind)")
-    return library
 
 
 # callgrind_annotate's rows: "  1,234 (0.5%)  56 (0.1%)  file:function [library]"
@@ -152,7 +139,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="callgrind-host-") as tmp:
         folder = Path(tmp)
         try:
-            shim = build_shim(folder)
+            shim = build_preload_library(folder, "collect", SHIM, tool="tools/callgrind_host.py", optimise="-O1",
+                                         failed_hint="is valgrind/callgrind.h missing? install valgrind with its "
+                                                     "headers (Debian: apt install valgrind)")
             sides = {device: run_device(args.workload, device, args.units, shim, folder) for device in ("cpu", "flagos")}
             if args.keep:
                 args.keep.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools"))
+from preload_library import build_preload_library  # noqa: E402
+
 WORKLOADS = ("decode", "train")
 
 COUNTER = r"""
@@ -101,7 +103,6 @@ def child(reference: str, calls: int, units: int, workloads: list[str]) -> None:
     import torch
     import torch_fl  # noqa: F401
 
-    sys.path.insert(0, str(REPO / "tools"))
     from device_workloads import WORKLOADS as UNITS
 
     heap = ctypes.CDLL(os.environ["LD_PRELOAD"])  # the preloaded library itself
@@ -129,24 +130,11 @@ def child(reference: str, calls: int, units: int, workloads: list[str]) -> None:
     print(json.dumps({"per_call": per_call, "per_unit": per_unit}))
 
 
-def build_counter(folder: Path) -> Path:
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        raise SystemExit("heap_blocks.py: no C compiler on PATH; install gcc (Debian: apt install gcc)")
-    source, library = folder / "heapcount.c", folder / "libheapcount.so"
-    source.write_text(COUNTER)
-    built = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source)],
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        raise SystemExit(f"heap_blocks.py: {compiler} cannot build the counting library; check the compiler "
-                         f"installation ({(built.stderr.strip().splitlines() or ['no output'])[-1]})")
-    return library
-
-
 def measure(folder: Path, reference: str = "cpu", calls: int = 100, units: int = 20,
             workloads: tuple[str, ...] = WORKLOADS) -> dict[str, Any]:
     """The child's counts, the counter built and the child run in `folder` (outside any source tree)."""
-    counter = build_counter(folder)
+    counter = build_preload_library(folder, "heapcount", COUNTER, tool="heap_blocks.py", optimise="-O2",
+                                    failed_hint="check the compiler installation")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_")} | {"LD_PRELOAD": str(counter)}
     command = [sys.executable, __file__, "--child", reference, str(calls), str(units), *workloads]
     try:
