@@ -358,8 +358,8 @@ bool held_only_by_caller(const at::Tensor& t) {
 bool move_reallocated_memory(const at::Tensor& flagos_tensor, const at::Tensor& view) {
   const c10::Storage& kernel_storage = view.unsafeGetTensorImpl()->unsafe_storage();
   const c10::Storage& flagos_storage = flagos_tensor.unsafeGetTensorImpl()->unsafe_storage();
-  // Shared or shared-with memory stays where it is: another view of the same kernel storage (an aliasing
-  // argument of the call) must keep seeing what the flagos storage holds, which only sharing gives it.
+  // Only a storage that nothing but this view holds: one that another holder keeps (the view of an aliasing
+  // argument, a view handed to Python) could outlive the flagos storage, so it keeps owning its memory, shared.
   if (!kernel_storage || !flagos_storage || kernel_storage.data() == flagos_storage.data() ||
       !held_only_here(kernel_storage) || !is_device_memory(kernel_storage.data_ptr())) {
     return false;
